@@ -1,0 +1,22 @@
+//! Command-line interface. One file per command group; this file only dispatches.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "demeter-coordinator",
+    version,
+    about = "Demeter coordinator: keeps Flink jobs resource-efficient under changing load"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {}
+
+pub fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {}
+}
