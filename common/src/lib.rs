@@ -1,6 +1,14 @@
 //! Shared by the Demeter agent and coordinator: the wire protocol, the sample types, configuration
 //! loading and TLS helpers.
 //!
-//! Invariant: the protocol codec does no I/O; it turns bytes into messages and back.
+//! Invariant: `protocol`, `codec` and `metrics` do no I/O; they turn bytes into messages and back.
 
+pub mod codec;
+pub mod config;
+pub mod error;
 pub mod metrics;
+pub mod protocol;
+pub mod tls;
+pub mod transport;
+
+pub use error::{Error, Result};

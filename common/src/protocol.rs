@@ -1,0 +1,190 @@
+//! The messages agents and the coordinator exchange.
+//!
+//! Streams on one QUIC connection (the agent always dials):
+//! - **control** (bidirectional, opened by the agent first): preamble + [`Hello`] →
+//!   [`Welcome`], then [`CoordinatorMessage::Ack`]s flow back on it.
+//! - **metrics** (unidirectional, agent → coordinator): preamble + a sequence of
+//!   [`AgentMessage::Metrics`] frames, in sequence order.
+//! - **orders** (bidirectional, opened by the coordinator): preamble + one
+//!   [`CoordinatorMessage::Order`] → one [`AgentMessage::OrderResult`].
+//!
+//! The agent's identity is the name in its certificate, never a field it sends.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::Sample;
+
+/// The protocol version this build speaks. Bumped on any incompatible change to the messages.
+pub const PROTOCOL_VERSION: u16 = 1;
+
+/// Every stream starts with these bytes, then the version as big-endian u16. They are not
+/// bincode, so a peer of another version is recognised before anything is decoded.
+pub const PREAMBLE_MAGIC: [u8; 4] = *b"DMTR";
+
+/// Largest frame payload either side accepts; checked before any buffer is allocated.
+pub const MAX_FRAME_LEN: usize = 1 << 20;
+
+/// QUIC application close codes, so the peer learns why the connection ended.
+pub mod close_code {
+    pub const NORMAL: u32 = 0;
+    pub const PROTOCOL_VIOLATION: u32 = 1;
+    pub const UNSUPPORTED_VERSION: u32 = 2;
+    pub const FORBIDDEN: u32 = 3;
+    pub const SHUTTING_DOWN: u32 = 4;
+}
+
+/// What a peer may be, as stated by its certificate (the coordinator's CA issues it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Role {
+    Agent,
+    Coordinator,
+    Cli,
+}
+
+impl Role {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Agent => "agent",
+            Role::Coordinator => "coordinator",
+            Role::Cli => "cli",
+        }
+    }
+}
+
+impl std::str::FromStr for Role {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "agent" => Ok(Role::Agent),
+            "coordinator" => Ok(Role::Coordinator),
+            "cli" => Ok(Role::Cli),
+            other => Err(format!(
+                "unknown role {other:?} (expected agent, coordinator or cli)"
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// First message on the control stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// Distinguishes one run of the agent process from the next: sequence numbers restart at 1
+    /// in every boot, so the coordinator deduplicates per (agent, boot).
+    pub boot_id: u64,
+    /// Free-form software version of the peer, for logs and the fleet view.
+    pub software: String,
+    pub capabilities: Vec<Capability>,
+}
+
+/// Things a peer can do beyond the base protocol; lets old and new builds meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Capability {
+    /// Sends metric batches.
+    Metrics,
+    /// Answers [`OrderKind::Ping`].
+    Ping,
+    /// Starts, stops and kills Flink TaskManagers on order.
+    TaskManagers,
+    /// Asks for the fleet view (CLI peers).
+    FleetQuery,
+}
+
+/// The coordinator's answer to [`Hello`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Welcome {
+    /// The name the coordinator knows this peer by (from its certificate).
+    pub peer_name: String,
+    pub coordinator_software: String,
+    /// Highest sequence number of this (agent, boot) already stored durably; the agent drops
+    /// everything up to it and resends the rest.
+    pub stored_up_to: u64,
+}
+
+/// Samples `first_seq, first_seq + 1, …` of one agent boot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MetricBatch {
+    pub boot_id: u64,
+    pub first_seq: u64,
+    pub samples: Vec<Sample>,
+}
+
+impl MetricBatch {
+    /// Sequence number of the last sample; `first_seq - 1` when empty.
+    pub fn last_seq(&self) -> u64 {
+        (self.first_seq + self.samples.len() as u64).saturating_sub(1)
+    }
+}
+
+/// An order from the coordinator to one agent. Orders are idempotent by `id`: an agent that
+/// sees an id again answers with the result it gave the first time.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    pub id: u64,
+    /// Milliseconds since the Unix epoch after which the agent must not start the order.
+    pub deadline_ms: u64,
+    pub kind: OrderKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OrderKind {
+    /// Does nothing; measures the round trip and proves the agent is responsive.
+    Ping,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OrderResult {
+    pub order_id: u64,
+    pub outcome: OrderOutcome,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum OrderOutcome {
+    Done,
+    /// The agent could not do it; the reason is for humans and logs.
+    Failed(String),
+    /// The deadline had passed before the agent could start.
+    Expired,
+    /// This agent build does not know the order kind.
+    Unsupported,
+}
+
+/// A summary of one connected agent, for the fleet view.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentSummary {
+    pub name: String,
+    pub remote_addr: String,
+    pub software: String,
+    pub connected_since_ms: u64,
+    pub boot_id: u64,
+    pub stored_up_to: u64,
+    pub last_sample: Option<Sample>,
+}
+
+/// Agent (or CLI) → coordinator.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AgentMessage {
+    Hello(Hello),
+    Metrics(MetricBatch),
+    OrderResult(OrderResult),
+    /// CLI peers only: list the connected agents.
+    FleetQuery,
+}
+
+/// Coordinator → agent (or CLI).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum CoordinatorMessage {
+    Welcome(Welcome),
+    /// Everything up to this sequence number of this boot is stored durably.
+    Ack {
+        boot_id: u64,
+        stored_up_to: u64,
+    },
+    Order(Order),
+    Fleet(Vec<AgentSummary>),
+}
