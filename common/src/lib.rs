@@ -8,6 +8,7 @@ pub mod config;
 pub mod error;
 pub mod metrics;
 pub mod protocol;
+pub mod service;
 pub mod tls;
 pub mod transport;
 

@@ -14,6 +14,12 @@ pub enum Error {
     InvalidFile { path: PathBuf, message: String },
     #[error("model: {0}")]
     Model(String),
+    #[error("store: {0}")]
+    Store(String),
+    #[error(transparent)]
+    Protocol(#[from] demeter_common::Error),
+    #[error("agent {agent} is not connected")]
+    AgentNotConnected { agent: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,6 +1,9 @@
 //! The Demeter coordinator as a library: ingest, store, models, policy and the Flink executor.
 //! The binary in `main.rs` is a thin shell around it.
 
+pub mod config;
 pub mod error;
+pub mod ingest;
+pub mod store;
 
 pub use error::{Error, Result};

@@ -1,12 +1,18 @@
 //! Command-line interface. One file per command group; this file only dispatches.
 
+mod agents;
+mod certs;
+mod serve;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "demeter-coordinator",
     version,
-    about = "Demeter coordinator: keeps Flink jobs resource-efficient under changing load"
+    about = "Demeter coordinator: keeps Flink jobs resource-efficient under changing load",
+    long_about = "Demeter coordinator: receives node agents' samples over QUIC with mutual TLS, \
+                  stores them durably, models the managed Flink jobs and reconfigures them safely."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -14,9 +20,19 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Run the coordinator daemon.
+    Run(serve::RunArgs),
+    /// Manage the cluster's certificate authority and node certificates.
+    Certs(certs::CertsArgs),
+    /// List the agents connected to a running coordinator.
+    Agents(agents::AgentsArgs),
+}
 
 pub fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    match cli.command {}
+    match Cli::parse().command {
+        Command::Run(args) => serve::run(args),
+        Command::Certs(args) => certs::run(args),
+        Command::Agents(args) => agents::run(args),
+    }
 }

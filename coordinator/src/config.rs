@@ -1,0 +1,39 @@
+//! The coordinator's configuration file (TOML). See `coordinator/coordinator.example.toml`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use demeter_common::tls::TlsPaths;
+use serde::{Deserialize, Serialize};
+
+use crate::ingest::IngestConfig;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoordinatorConfig {
+    /// UDP address the QUIC server listens on for agents and CLI peers.
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// The durable store (a redb file); created if missing.
+    #[serde(default = "default_store")]
+    pub store: PathBuf,
+    /// Log filter: a level (`info`) or `target=level` directives (`info,quinn=warn`).
+    #[serde(default = "default_log")]
+    pub log: String,
+    /// The cluster CA and this coordinator's certificate (role `coordinator`).
+    pub tls: TlsPaths,
+    #[serde(default)]
+    pub ingest: IngestConfig,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 7443))
+}
+
+fn default_store() -> PathBuf {
+    PathBuf::from("/var/lib/demeter/coordinator.redb")
+}
+
+fn default_log() -> String {
+    "info".to_string()
+}
