@@ -1,7 +1,10 @@
-//! The Demeter node agent as a library: collectors, the outbox of unsent samples, the
-//! connection to the coordinator and order handling. `main.rs` is the thin binary around it.
+//! The Demeter node agent as a library: collectors that sample the host and Flink TaskManager
+//! JVMs, the outbox of unsent samples, the connection to the coordinator and order handling.
+//! `main.rs` is the thin binary around it.
 
 pub mod backoff;
 pub mod client;
+pub mod collectors;
+pub mod error;
 pub mod orders;
 pub mod outbox;
