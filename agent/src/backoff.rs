@@ -28,7 +28,10 @@ mod tests {
 
     #[test]
     fn grows_then_caps_and_jitters_within_bounds() {
-        let b = Backoff { initial: Duration::from_millis(100), max: Duration::from_secs(10) };
+        let b = Backoff {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+        };
         assert_eq!(b.delay(0, 0.0), Duration::from_millis(50));
         assert_eq!(b.delay(0, 1.0), Duration::from_millis(100));
         assert_eq!(b.delay(3, 1.0), Duration::from_millis(800));

@@ -61,7 +61,9 @@ pub async fn run(endpoint: quinn::Endpoint, config: ClientConfig, shared: Arc<Sh
     loop {
         match session(&endpoint, &config, &shared, &mut attempt).await {
             Ok(()) => info!("connection closed"),
-            Err(e) => warn!(coordinator = %config.coordinator, error = %e, attempt, "connection failed"),
+            Err(e) => {
+                warn!(coordinator = %config.coordinator, error = %e, attempt, "connection failed")
+            }
         }
         let delay = config.backoff.delay(attempt, rand::random::<f64>());
         attempt = attempt.saturating_add(1);
@@ -94,7 +96,10 @@ async fn session(
     let welcome = match transport::expect_frame::<CoordinatorMessage>(&mut control_recv).await? {
         CoordinatorMessage::Welcome(w) => w,
         other => {
-            return Err(Error::UnexpectedMessage { expected: "Welcome", got: format!("{other:?}").chars().take(80).collect() });
+            return Err(Error::UnexpectedMessage {
+                expected: "Welcome",
+                got: format!("{other:?}").chars().take(80).collect(),
+            });
         }
     };
     if let Ok(mut outbox) = shared.outbox.lock() {
@@ -112,21 +117,31 @@ async fn session(
     }
 }
 
-async fn send_batches(stream: &mut quinn::SendStream, shared: &Shared, mut sent_up_to: u64) -> Result<()> {
+async fn send_batches(
+    stream: &mut quinn::SendStream,
+    shared: &Shared,
+    mut sent_up_to: u64,
+) -> Result<()> {
     let mut sealed = shared.sealed.subscribe();
     loop {
         while let Some(batch) = shared.next_batch_after(sent_up_to) {
             transport::write_frame(stream, &AgentMessage::Metrics(batch.clone())).await?;
             sent_up_to = batch.last_seq();
         }
-        sealed.changed().await.map_err(|_| Error::StreamClosed("agent stopping"))?;
+        sealed
+            .changed()
+            .await
+            .map_err(|_| Error::StreamClosed("agent stopping"))?;
     }
 }
 
 async fn receive_acks(recv: &mut quinn::RecvStream, shared: &Shared, boot_id: u64) -> Result<()> {
     while let Some(msg) = transport::read_frame::<CoordinatorMessage>(recv).await? {
         match msg {
-            CoordinatorMessage::Ack { boot_id: b, stored_up_to } if b == boot_id => {
+            CoordinatorMessage::Ack {
+                boot_id: b,
+                stored_up_to,
+            } if b == boot_id => {
                 if let Ok(mut outbox) = shared.outbox.lock() {
                     outbox.ack(stored_up_to);
                 }
@@ -149,12 +164,19 @@ async fn serve_orders(connection: &quinn::Connection, shared: &Arc<Shared>) -> R
     }
 }
 
-async fn answer_order(mut send: quinn::SendStream, mut recv: quinn::RecvStream, shared: &Shared) -> Result<()> {
+async fn answer_order(
+    mut send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    shared: &Shared,
+) -> Result<()> {
     transport::read_preamble(&mut recv).await?;
     let order = match transport::expect_frame::<CoordinatorMessage>(&mut recv).await? {
         CoordinatorMessage::Order(order) => order,
         other => {
-            return Err(Error::UnexpectedMessage { expected: "Order", got: format!("{other:?}").chars().take(80).collect() });
+            return Err(Error::UnexpectedMessage {
+                expected: "Order",
+                got: format!("{other:?}").chars().take(80).collect(),
+            });
         }
     };
     let admission = shared
@@ -166,7 +188,10 @@ async fn answer_order(mut send: quinn::SendStream, mut recv: quinn::RecvStream, 
         Admission::Replay(result) | Admission::Expired(result) => result,
         Admission::Execute => {
             let outcome = execute(&order.kind).await;
-            let result = OrderResult { order_id: order.id, outcome };
+            let result = OrderResult {
+                order_id: order.id,
+                outcome,
+            };
             if let Ok(mut book) = shared.orders.lock() {
                 book.complete(&result);
             }

@@ -5,6 +5,7 @@
 pub mod backoff;
 pub mod client;
 pub mod collectors;
+pub mod config;
 pub mod error;
 pub mod orders;
 pub mod outbox;

@@ -74,21 +74,36 @@ impl Outbox {
         let samples = std::mem::take(&mut self.open);
         let first_seq = self.next_seq;
         self.next_seq += samples.len() as u64;
-        self.sealed.push_back(MetricBatch { boot_id: self.boot_id, first_seq, samples });
+        self.sealed.push_back(MetricBatch {
+            boot_id: self.boot_id,
+            first_seq,
+            samples,
+        });
         self.enforce_capacity()
     }
 
     fn enforce_capacity(&mut self) -> Option<Dropped> {
         let mut dropped: Option<Dropped> = None;
         while self.pending_samples() > self.capacity_samples && self.sealed.len() > 1 {
-            let Some(oldest) = self.sealed.pop_front() else { break };
+            let Some(oldest) = self.sealed.pop_front() else {
+                break;
+            };
             let (first, last) = (oldest.first_seq, oldest.last_seq());
             let oldest_t = oldest.samples.first().map_or(0, |s| s.taken_at_ms);
             let newest_t = oldest.samples.last().map_or(0, |s| s.taken_at_ms);
             self.dropped_total += oldest.samples.len() as u64;
             dropped = Some(match dropped {
-                None => Dropped { first_seq: first, last_seq: last, oldest_taken_at_ms: oldest_t, newest_taken_at_ms: newest_t },
-                Some(d) => Dropped { last_seq: last, newest_taken_at_ms: newest_t, ..d },
+                None => Dropped {
+                    first_seq: first,
+                    last_seq: last,
+                    oldest_taken_at_ms: oldest_t,
+                    newest_taken_at_ms: newest_t,
+                },
+                Some(d) => Dropped {
+                    last_seq: last,
+                    newest_taken_at_ms: newest_t,
+                    ..d
+                },
             });
         }
         dropped
@@ -97,7 +112,11 @@ impl Outbox {
     /// Applies the coordinator's acknowledgement: everything up to `stored_up_to` is durable.
     pub fn ack(&mut self, stored_up_to: u64) {
         self.acked_up_to = self.acked_up_to.max(stored_up_to);
-        while self.sealed.front().is_some_and(|b| b.last_seq() <= self.acked_up_to) {
+        while self
+            .sealed
+            .front()
+            .is_some_and(|b| b.last_seq() <= self.acked_up_to)
+        {
             self.sealed.pop_front();
         }
     }
@@ -140,7 +159,11 @@ mod tests {
     use demeter_common::metrics::HostSample;
 
     fn s(t: u64) -> Sample {
-        Sample { taken_at_ms: t, host: HostSample::default(), jvms: vec![] }
+        Sample {
+            taken_at_ms: t,
+            host: HostSample::default(),
+            jvms: vec![],
+        }
     }
 
     #[test]
@@ -172,8 +195,14 @@ mod tests {
         out.push(s(13));
         out.push(s(14));
         let dropped = out.push(s(15)).unwrap();
-        assert_eq!((dropped.first_seq, dropped.last_seq, dropped.count()), (1, 2, 2));
-        assert_eq!((dropped.oldest_taken_at_ms, dropped.newest_taken_at_ms), (10, 11));
+        assert_eq!(
+            (dropped.first_seq, dropped.last_seq, dropped.count()),
+            (1, 2, 2)
+        );
+        assert_eq!(
+            (dropped.oldest_taken_at_ms, dropped.newest_taken_at_ms),
+            (10, 11)
+        );
         assert_eq!(out.dropped_total(), 2);
         assert_eq!(out.next_after(0).unwrap().first_seq, 3);
         assert_eq!(out.pending_samples(), 4);

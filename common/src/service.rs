@@ -18,15 +18,25 @@ pub fn init_logging(filter: &str) -> Result<()> {
         message: format!("bad log filter {filter:?}: {e}"),
     })?;
     tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_writer(std::io::stderr))
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
         .with(targets)
         .try_init()
-        .map_err(|e| Error::Config { path: "--log".into(), message: e.to_string() })
+        .map_err(|e| Error::Config {
+            path: "--log".into(),
+            message: e.to_string(),
+        })
 }
 
 /// Tells systemd the service is ready (a no-op outside systemd).
 pub fn notify_ready(status: &str) {
-    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready, sd_notify::NotifyState::Status(status)]);
+    let _ = sd_notify::notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status(status),
+    ]);
 }
 
 pub fn notify_stopping() {

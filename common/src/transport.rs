@@ -11,14 +11,26 @@ fn read_exact_err(e: quinn::ReadExactError) -> Error {
     match e {
         quinn::ReadExactError::FinishedEarly(0) => Error::StreamClosed("before the next frame"),
         quinn::ReadExactError::FinishedEarly(_) => Error::StreamClosed("in the middle of a frame"),
-        quinn::ReadExactError::ReadError(e) => Error::Stream(e.to_string()),
+        quinn::ReadExactError::ReadError(e) => read_err(e),
+    }
+}
+
+fn read_err(e: quinn::ReadError) -> Error {
+    match e {
+        quinn::ReadError::ConnectionLost(e) => Error::Connection(e),
+        other => Error::Stream(other.to_string()),
+    }
+}
+
+fn write_err(e: quinn::WriteError) -> Error {
+    match e {
+        quinn::WriteError::ConnectionLost(e) => Error::Connection(e),
+        other => Error::Stream(other.to_string()),
     }
 }
 
 pub async fn write_preamble(send: &mut quinn::SendStream) -> Result<()> {
-    send.write_all(&codec::preamble())
-        .await
-        .map_err(|e| Error::Stream(e.to_string()))
+    send.write_all(&codec::preamble()).await.map_err(write_err)
 }
 
 /// Reads and checks the peer's preamble: wrong magic or version is an error.
@@ -30,9 +42,7 @@ pub async fn read_preamble(recv: &mut quinn::RecvStream) -> Result<u16> {
 
 pub async fn write_frame<T: Serialize>(send: &mut quinn::SendStream, msg: &T) -> Result<()> {
     let frame = codec::encode_frame(msg)?;
-    send.write_all(&frame)
-        .await
-        .map_err(|e| Error::Stream(e.to_string()))
+    send.write_all(&frame).await.map_err(write_err)
 }
 
 /// Reads one frame. `Ok(None)` when the peer finished the stream cleanly between frames.

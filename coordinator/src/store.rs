@@ -40,7 +40,9 @@ pub struct Appended {
 /// Which samples of a batch are new given the stored cursor. Pure, so the exactly-once rule is
 /// testable on its own: everything at or below the cursor was stored before.
 pub fn fresh_part(cursor: u64, batch: &MetricBatch) -> (usize, u64) {
-    let skip = cursor.saturating_sub(batch.first_seq - 1).min(batch.samples.len() as u64);
+    let skip = cursor
+        .saturating_sub(batch.first_seq - 1)
+        .min(batch.samples.len() as u64);
     let gap = batch.first_seq.saturating_sub(cursor + 1);
     (skip as usize, gap)
 }
@@ -81,15 +83,25 @@ impl Store {
             let mut encoded = Vec::new();
             for (agent, batch) in batches {
                 let key = (*agent, batch.boot_id);
-                let cursor = cursors.get(key).map_err(store_err)?.map(|v| v.value()).unwrap_or(0);
+                let cursor = cursors
+                    .get(key)
+                    .map_err(store_err)?
+                    .map(|v| v.value())
+                    .unwrap_or(0);
                 let (skip, gap) = fresh_part(cursor, batch);
                 let mut stored = 0;
                 for (offset, sample) in batch.samples.iter().enumerate().skip(skip) {
                     encoded.clear();
-                    bincode::serde::encode_into_std_write(sample, &mut encoded, bincode::config::standard())
-                        .map_err(|e| Error::Store(format!("encoding a sample: {e}")))?;
+                    bincode::serde::encode_into_std_write(
+                        sample,
+                        &mut encoded,
+                        bincode::config::standard(),
+                    )
+                    .map_err(|e| Error::Store(format!("encoding a sample: {e}")))?;
                     let seq = batch.first_seq + offset as u64;
-                    samples.insert((*agent, batch.boot_id, seq), encoded.as_slice()).map_err(store_err)?;
+                    samples
+                        .insert((*agent, batch.boot_id, seq), encoded.as_slice())
+                        .map_err(store_err)?;
                     stored += 1;
                 }
                 let stored_up_to = cursor.max(batch.last_seq());
@@ -119,8 +131,11 @@ impl Store {
         {
             let (key, value) = entry.map_err(store_err)?;
             let (_, boot, seq) = key.value();
-            let (sample, _) = bincode::serde::decode_from_slice(value.value(), bincode::config::standard())
-                .map_err(|e| Error::Store(format!("sample {agent}/{boot}/{seq} is corrupt: {e}")))?;
+            let (sample, _) =
+                bincode::serde::decode_from_slice(value.value(), bincode::config::standard())
+                    .map_err(|e| {
+                        Error::Store(format!("sample {agent}/{boot}/{seq} is corrupt: {e}"))
+                    })?;
             out.push((boot, seq, sample));
         }
         Ok(out)
@@ -147,9 +162,17 @@ mod tests {
 
     fn batch(boot_id: u64, first_seq: u64, n: u64) -> MetricBatch {
         let samples = (0..n)
-            .map(|i| Sample { taken_at_ms: first_seq + i, host: HostSample::default(), jvms: vec![] })
+            .map(|i| Sample {
+                taken_at_ms: first_seq + i,
+                host: HostSample::default(),
+                jvms: vec![],
+            })
             .collect();
-        MetricBatch { boot_id, first_seq, samples }
+        MetricBatch {
+            boot_id,
+            first_seq,
+            samples,
+        }
     }
 
     #[test]
@@ -167,10 +190,28 @@ mod tests {
         let path = dir.join("store.redb");
         {
             let store = Store::open(&path).unwrap();
-            let a = store.append(&[("a", &batch(1, 1, 4)), ("b", &batch(9, 1, 2))]).unwrap();
-            assert_eq!(a[0], Appended { stored: 4, duplicates: 0, gap: 0, stored_up_to: 4 });
+            let a = store
+                .append(&[("a", &batch(1, 1, 4)), ("b", &batch(9, 1, 2))])
+                .unwrap();
+            assert_eq!(
+                a[0],
+                Appended {
+                    stored: 4,
+                    duplicates: 0,
+                    gap: 0,
+                    stored_up_to: 4
+                }
+            );
             let again = store.append(&[("a", &batch(1, 3, 4))]).unwrap();
-            assert_eq!(again[0], Appended { stored: 2, duplicates: 2, gap: 0, stored_up_to: 6 });
+            assert_eq!(
+                again[0],
+                Appended {
+                    stored: 2,
+                    duplicates: 2,
+                    gap: 0,
+                    stored_up_to: 6
+                }
+            );
         }
         let store = Store::open(&path).unwrap();
         assert_eq!(store.stored_up_to("a", 1).unwrap(), 6);

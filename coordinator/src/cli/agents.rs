@@ -41,7 +41,11 @@ pub fn run(args: AgentsArgs) -> anyhow::Result<()> {
 }
 
 async fn query(args: AgentsArgs) -> anyhow::Result<()> {
-    let identity = NodeIdentity::load(&TlsPaths { ca: args.ca, cert: args.cert, key: args.key })?;
+    let identity = NodeIdentity::load(&TlsPaths {
+        ca: args.ca,
+        cert: args.cert,
+        key: args.key,
+    })?;
     let mut endpoint = quinn::Endpoint::client(SocketAddr::from(([0, 0, 0, 0], 0)))?;
     endpoint.set_default_client_config(tls::client_config(&identity)?);
     let connection = endpoint
@@ -57,7 +61,9 @@ async fn query(args: AgentsArgs) -> anyhow::Result<()> {
     };
     transport::write_frame(&mut send, &AgentMessage::Hello(hello)).await?;
     transport::write_frame(&mut send, &AgentMessage::FleetQuery).await?;
-    transport::read_preamble(&mut recv).await.context("the coordinator refused us")?;
+    transport::read_preamble(&mut recv)
+        .await
+        .context("the coordinator refused us")?;
     let fleet = match transport::expect_frame::<CoordinatorMessage>(&mut recv).await? {
         CoordinatorMessage::Fleet(fleet) => fleet,
         other => bail!("unexpected answer: {other:?}"),
@@ -66,15 +72,30 @@ async fn query(args: AgentsArgs) -> anyhow::Result<()> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&fleet)?);
     } else {
-        println!("{:<20} {:<22} {:>8} {:>6} {:>10} {:>6}  taskmanagers", "agent", "address", "stored", "cpu%", "mem used", "load");
+        println!(
+            "{:<20} {:<22} {:>8} {:>6} {:>10} {:>6}  taskmanagers",
+            "agent", "address", "stored", "cpu%", "mem used", "load"
+        );
         for agent in &fleet {
             let (cpu, mem, load, tms) = agent.last_sample.as_ref().map_or(
-                ("-".to_string(), "-".to_string(), "-".to_string(), String::new()),
+                (
+                    "-".to_string(),
+                    "-".to_string(),
+                    "-".to_string(),
+                    String::new(),
+                ),
                 |s| {
                     let tms: Vec<String> = s
                         .jvms
                         .iter()
-                        .map(|j| format!("pid {} {:.2} cores {} MiB", j.pid, j.cpu_cores, j.rss_bytes >> 20))
+                        .map(|j| {
+                            format!(
+                                "pid {} {:.2} cores {} MiB",
+                                j.pid,
+                                j.cpu_cores,
+                                j.rss_bytes >> 20
+                            )
+                        })
                         .collect();
                     (
                         format!("{:.1}", s.host.cpu_busy * 100.0),
@@ -84,7 +105,10 @@ async fn query(args: AgentsArgs) -> anyhow::Result<()> {
                     )
                 },
             );
-            println!("{:<20} {:<22} {:>8} {:>6} {:>10} {:>6}  {}", agent.name, agent.remote_addr, agent.stored_up_to, cpu, mem, load, tms);
+            println!(
+                "{:<20} {:<22} {:>8} {:>6} {:>10} {:>6}  {}",
+                agent.name, agent.remote_addr, agent.stored_up_to, cpu, mem, load, tms
+            );
         }
         println!("{} agent(s) connected", fleet.len());
     }

@@ -58,10 +58,20 @@ pub fn run(args: CertsArgs) -> anyhow::Result<()> {
                 .with_context(|| format!("creating the CA in {}", dir.display()))?;
             println!("CA created: {}", dir.join(tls::CA_CERT_FILE).display());
         }
-        CertsCommand::Issue { dir, name, role, days } => {
-            let (cert, key) = tls::issue_into_dir(&dir, &name, role, not_before, now + Duration::days(days))
-                .with_context(|| format!("issuing a certificate for {name}"))?;
-            println!("issued {role} certificate {} (key {})", cert.display(), key.display());
+        CertsCommand::Issue {
+            dir,
+            name,
+            role,
+            days,
+        } => {
+            let (cert, key) =
+                tls::issue_into_dir(&dir, &name, role, not_before, now + Duration::days(days))
+                    .with_context(|| format!("issuing a certificate for {name}"))?;
+            println!(
+                "issued {role} certificate {} (key {})",
+                cert.display(),
+                key.display()
+            );
         }
     }
     Ok(())

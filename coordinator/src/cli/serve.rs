@@ -51,7 +51,8 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
     let identity = tls::NodeIdentity::load(&config.tls).context("loading TLS material")?;
     let server = tls::server_config(&identity)?;
     let store = Arc::new(
-        Store::open(&config.store).with_context(|| format!("opening the store {}", config.store.display()))?,
+        Store::open(&config.store)
+            .with_context(|| format!("opening the store {}", config.store.display()))?,
     );
     let endpoint = quinn::Endpoint::server(server, config.listen)
         .with_context(|| format!("listening on {}", config.listen))?;

@@ -31,7 +31,10 @@ pub struct Fleet {
 
 impl Fleet {
     pub fn new(window_ms: u64) -> Self {
-        Self { window_ms, agents: BTreeMap::new() }
+        Self {
+            window_ms,
+            agents: BTreeMap::new(),
+        }
     }
 
     /// Registers a connection; returns the id of a connection it replaces (the agent
@@ -63,7 +66,10 @@ impl Fleet {
     /// Forgets a connection unless a newer one already replaced it.
     pub fn disconnected(&mut self, name: &str, connection_id: u64) {
         if let Some(state) = self.agents.get_mut(name)
-            && state.connection.as_ref().is_some_and(|c| c.id == connection_id)
+            && state
+                .connection
+                .as_ref()
+                .is_some_and(|c| c.id == connection_id)
         {
             state.connection = None;
         }
@@ -75,11 +81,17 @@ impl Fleet {
         let state = self.agents.entry(name.to_string()).or_default();
         state.stored_up_to = stored_up_to;
         for (i, sample) in samples.iter().enumerate() {
-            state.recent.push_back((first_seq + i as u64, sample.clone()));
+            state
+                .recent
+                .push_back((first_seq + i as u64, sample.clone()));
         }
         if let Some(newest) = state.recent.back().map(|(_, s)| s.taken_at_ms) {
             let horizon = newest.saturating_sub(window_ms);
-            while state.recent.front().is_some_and(|(_, s)| s.taken_at_ms < horizon) {
+            while state
+                .recent
+                .front()
+                .is_some_and(|(_, s)| s.taken_at_ms < horizon)
+            {
                 state.recent.pop_front();
             }
         }
@@ -132,7 +144,11 @@ mod tests {
     use demeter_common::metrics::HostSample;
 
     fn sample(t: u64) -> Sample {
-        Sample { taken_at_ms: t, host: HostSample::default(), jvms: vec![] }
+        Sample {
+            taken_at_ms: t,
+            host: HostSample::default(),
+            jvms: vec![],
+        }
     }
 
     #[test]
@@ -140,7 +156,11 @@ mod tests {
         let mut fleet = Fleet::new(1_000);
         fleet.record("a", 1, &[sample(0), sample(500), sample(1_000)], 3);
         fleet.record("a", 4, &[sample(1_600)], 4);
-        let kept: Vec<u64> = fleet.window("a", 0, u64::MAX).iter().map(|s| s.taken_at_ms).collect();
+        let kept: Vec<u64> = fleet
+            .window("a", 0, u64::MAX)
+            .iter()
+            .map(|s| s.taken_at_ms)
+            .collect();
         assert_eq!(kept, vec![1_000, 1_600]);
         assert_eq!(fleet.window("a", 1_500, 2_000).len(), 1);
     }
@@ -148,8 +168,14 @@ mod tests {
     #[test]
     fn reconnect_replaces_and_stale_disconnect_is_ignored() {
         let mut fleet = Fleet::new(1_000);
-        assert_eq!(fleet.connected("a", 1, "x".into(), "v".into(), 7, 0, 10), None);
-        assert_eq!(fleet.connected("a", 2, "y".into(), "v".into(), 7, 0, 20), Some(1));
+        assert_eq!(
+            fleet.connected("a", 1, "x".into(), "v".into(), 7, 0, 10),
+            None
+        );
+        assert_eq!(
+            fleet.connected("a", 2, "y".into(), "v".into(), 7, 0, 20),
+            Some(1)
+        );
         fleet.disconnected("a", 1);
         assert_eq!(fleet.connected_names(), vec!["a".to_string()]);
         fleet.disconnected("a", 2);

@@ -36,7 +36,11 @@ pub struct IngestConfig {
 
 impl Default for IngestConfig {
     fn default() -> Self {
-        Self { window_secs: 600, max_group: 4096, handshake_timeout_secs: 10 }
+        Self {
+            window_secs: 600,
+            max_group: 4096,
+            handshake_timeout_secs: 10,
+        }
     }
 }
 
@@ -106,15 +110,24 @@ impl Ingest {
             config,
         });
         let accept = tokio::spawn(session::accept_loop(endpoint.clone(), shared.clone()));
-        Self { shared, endpoint, accept }
+        Self {
+            shared,
+            endpoint,
+            accept,
+        }
     }
 
     pub fn handle(&self) -> IngestHandle {
-        IngestHandle { shared: self.shared.clone() }
+        IngestHandle {
+            shared: self.shared.clone(),
+        }
     }
 
     pub fn local_addr(&self) -> Result<std::net::SocketAddr> {
-        self.endpoint.local_addr().map_err(|source| Error::Io { context: "QUIC endpoint address".into(), source })
+        self.endpoint.local_addr().map_err(|source| Error::Io {
+            context: "QUIC endpoint address".into(),
+            source,
+        })
     }
 
     /// Stops accepting, closes every connection and waits (bounded) for the close to reach
@@ -139,32 +152,59 @@ impl IngestHandle {
     }
 
     pub fn summaries(&self) -> Vec<AgentSummary> {
-        self.shared.fleet.lock().map(|f| f.summaries()).unwrap_or_default()
+        self.shared
+            .fleet
+            .lock()
+            .map(|f| f.summaries())
+            .unwrap_or_default()
     }
 
     pub fn connected_agents(&self) -> Vec<String> {
-        self.shared.fleet.lock().map(|f| f.connected_names()).unwrap_or_default()
+        self.shared
+            .fleet
+            .lock()
+            .map(|f| f.connected_names())
+            .unwrap_or_default()
     }
 
     /// Sends an order to an agent and waits for its result.
-    pub async fn send_order(&self, agent: &str, kind: OrderKind, deadline: Duration) -> Result<OrderResult> {
+    pub async fn send_order(
+        &self,
+        agent: &str,
+        kind: OrderKind,
+        deadline: Duration,
+    ) -> Result<OrderResult> {
         let id = self.shared.next_order_id.fetch_add(1, Ordering::Relaxed);
-        let order = Order { id, deadline_ms: now_ms() + deadline.as_millis() as u64, kind };
+        let order = Order {
+            id,
+            deadline_ms: now_ms() + deadline.as_millis() as u64,
+            kind,
+        };
         self.resend_order(agent, order, deadline).await
     }
 
     /// Sends an order with a known id (a retry after a lost answer); the agent answers a
     /// repeated id with its first result instead of acting twice.
-    pub async fn resend_order(&self, agent: &str, order: Order, timeout: Duration) -> Result<OrderResult> {
+    pub async fn resend_order(
+        &self,
+        agent: &str,
+        order: Order,
+        timeout: Duration,
+    ) -> Result<OrderResult> {
         let connection = self
             .shared
             .connections
             .lock()
             .ok()
             .and_then(|c| c.get(agent).map(|(_, conn)| conn.clone()))
-            .ok_or_else(|| Error::AgentNotConnected { agent: agent.to_string() })?;
+            .ok_or_else(|| Error::AgentNotConnected {
+                agent: agent.to_string(),
+            })?;
         let exchange = async {
-            let (mut send, mut recv) = connection.open_bi().await.map_err(demeter_common::Error::from)?;
+            let (mut send, mut recv) = connection
+                .open_bi()
+                .await
+                .map_err(demeter_common::Error::from)?;
             transport::write_preamble(&mut send).await?;
             transport::write_frame(&mut send, &CoordinatorMessage::Order(order.clone())).await?;
             let _ = send.finish();
@@ -178,7 +218,10 @@ impl IngestHandle {
             }
         };
         tokio::time::timeout(timeout, exchange).await.map_err(|_| {
-            Error::Protocol(demeter_common::Error::Stream(format!("no answer to order {} within {timeout:?}", order.id)))
+            Error::Protocol(demeter_common::Error::Stream(format!(
+                "no answer to order {} within {timeout:?}",
+                order.id
+            )))
         })?
     }
 }

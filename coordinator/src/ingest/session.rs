@@ -26,7 +26,10 @@ pub(super) async fn accept_loop(endpoint: quinn::Endpoint, shared: Arc<Shared>) 
                     Ok(connection) => serve(connection, shared).await,
                     Err(e) => {
                         // A peer without a valid certificate ends here: TLS refused it.
-                        shared.stats.refused_handshakes.fetch_add(1, Ordering::Relaxed);
+                        shared
+                            .stats
+                            .refused_handshakes
+                            .fetch_add(1, Ordering::Relaxed);
                         warn!(%remote, error = %e, "refused connection");
                     }
                 }
@@ -51,7 +54,10 @@ async fn serve(connection: quinn::Connection, shared: Arc<Shared>) {
     let peer = match tls::peer_identity(&connection) {
         Ok(peer) => peer,
         Err(e) => {
-            shared.stats.refused_handshakes.fetch_add(1, Ordering::Relaxed);
+            shared
+                .stats
+                .refused_handshakes
+                .fetch_add(1, Ordering::Relaxed);
             warn!(error = %e, "refused peer");
             close(&connection, &Error::Protocol(e));
             return;
@@ -96,9 +102,9 @@ async fn handshake(
             })),
         }
     };
-    tokio::time::timeout(timeout, exchange).await.map_err(|_| {
-        Error::Protocol(WireError::Stream(format!("no hello within {timeout:?}")))
-    })?
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| Error::Protocol(WireError::Stream(format!("no hello within {timeout:?}"))))?
 }
 
 fn variant_name(msg: &AgentMessage) -> String {
@@ -114,13 +120,19 @@ fn variant_name(msg: &AgentMessage) -> String {
 async fn serve_cli(connection: &quinn::Connection, shared: &Shared) -> Result<()> {
     let (mut send, mut recv, hello) = handshake(connection, shared).await?;
     if !hello.capabilities.contains(&Capability::FleetQuery) {
-        return Err(Error::Protocol(WireError::Certificate("CLI peers may only query the fleet".into())));
+        return Err(Error::Protocol(WireError::Certificate(
+            "CLI peers may only query the fleet".into(),
+        )));
     }
     transport::write_preamble(&mut send).await?;
     while let Some(msg) = transport::read_frame::<AgentMessage>(&mut recv).await? {
         match msg {
             AgentMessage::FleetQuery => {
-                let fleet = shared.fleet.lock().map(|f| f.summaries()).unwrap_or_default();
+                let fleet = shared
+                    .fleet
+                    .lock()
+                    .map(|f| f.summaries())
+                    .unwrap_or_default();
                 transport::write_frame(&mut send, &CoordinatorMessage::Fleet(fleet)).await?;
             }
             other => {
@@ -135,7 +147,11 @@ async fn serve_cli(connection: &quinn::Connection, shared: &Shared) -> Result<()
     Ok(())
 }
 
-async fn serve_agent(connection: &quinn::Connection, name: &str, shared: &Arc<Shared>) -> Result<()> {
+async fn serve_agent(
+    connection: &quinn::Connection,
+    name: &str,
+    shared: &Arc<Shared>,
+) -> Result<()> {
     let (mut control, _control_recv, hello) = handshake(connection, shared).await?;
     let agent: Arc<str> = Arc::from(name);
     let stored_up_to = {
@@ -181,7 +197,9 @@ async fn serve_agent(connection: &quinn::Connection, name: &str, shared: &Arc<Sh
         fleet.disconnected(name, id);
     }
     if let Ok(mut connections) = shared.connections.lock()
-        && connections.get(name).is_some_and(|(current, _)| *current == id)
+        && connections
+            .get(name)
+            .is_some_and(|(current, _)| *current == id)
     {
         connections.remove(name);
     }
@@ -216,23 +234,47 @@ async fn receive_metrics(
             let (reply, answer) = oneshot::channel();
             shared
                 .writer
-                .send(WriteRequest { agent: agent.clone(), batch: batch.clone(), reply })
+                .send(WriteRequest {
+                    agent: agent.clone(),
+                    batch: batch.clone(),
+                    reply,
+                })
                 .await
                 .map_err(|_| Error::Store("store writer stopped".into()))?;
-            let appended = answer.await.map_err(|_| Error::Store("store writer dropped a batch".into()))??;
+            let appended = answer
+                .await
+                .map_err(|_| Error::Store("store writer dropped a batch".into()))??;
             shared.stats.batches.fetch_add(1, Ordering::Relaxed);
-            shared.stats.samples_stored.fetch_add(appended.stored, Ordering::Relaxed);
-            shared.stats.duplicates_dropped.fetch_add(appended.duplicates, Ordering::Relaxed);
+            shared
+                .stats
+                .samples_stored
+                .fetch_add(appended.stored, Ordering::Relaxed);
+            shared
+                .stats
+                .duplicates_dropped
+                .fetch_add(appended.duplicates, Ordering::Relaxed);
             if appended.gap > 0 {
-                warn!(missing = appended.gap, before_seq = batch.first_seq, "agent dropped samples before sending");
+                warn!(
+                    missing = appended.gap,
+                    before_seq = batch.first_seq,
+                    "agent dropped samples before sending"
+                );
             }
             if appended.stored > 0
                 && let Ok(mut fleet) = shared.fleet.lock()
             {
                 let fresh = &batch.samples[appended.duplicates as usize..];
-                fleet.record(agent, batch.first_seq + appended.duplicates, fresh, appended.stored_up_to);
+                fleet.record(
+                    agent,
+                    batch.first_seq + appended.duplicates,
+                    fresh,
+                    appended.stored_up_to,
+                );
             }
-            let ack = CoordinatorMessage::Ack { boot_id, stored_up_to: appended.stored_up_to };
+            let ack = CoordinatorMessage::Ack {
+                boot_id,
+                stored_up_to: appended.stored_up_to,
+            };
             transport::write_frame(control, &ack).await?;
         }
     }

@@ -28,7 +28,8 @@ pub async fn run(store: Arc<Store>, mut requests: mpsc::Receiver<WriteRequest>, 
         }
         let store = store.clone();
         let joined = tokio::task::spawn_blocking(move || {
-            let refs: Vec<(&str, &MetricBatch)> = group.iter().map(|r| (&*r.agent, &r.batch)).collect();
+            let refs: Vec<(&str, &MetricBatch)> =
+                group.iter().map(|r| (&*r.agent, &r.batch)).collect();
             let outcome = store.append(&refs);
             (group, outcome)
         })
