@@ -208,6 +208,11 @@ async fn answer_order(
 async fn execute(kind: &OrderKind) -> OrderOutcome {
     match kind {
         OrderKind::Ping => OrderOutcome::Done,
+        // This build advertises no TaskManagers capability; the supervisor answers these.
+        OrderKind::StartTaskManager(_)
+        | OrderKind::StopTaskManager { .. }
+        | OrderKind::KillTaskManager { .. }
+        | OrderKind::ListTaskManagers => OrderOutcome::Unsupported,
     }
 }
 

@@ -135,6 +135,53 @@ pub struct Order {
 pub enum OrderKind {
     /// Does nothing; measures the round trip and proves the agent is responsive.
     Ping,
+    /// Start a TaskManager as specified; if one with this id runs with the same spec, nothing
+    /// happens, and with another spec it is restarted with the new one.
+    StartTaskManager(TaskManagerSpec),
+    /// Stop a TaskManager gracefully (SIGTERM, then SIGKILL after the agent's grace period).
+    StopTaskManager { id: String },
+    /// Kill a TaskManager with SIGKILL: failure injection for profiling copies.
+    KillTaskManager { id: String },
+    /// Report every TaskManager this agent manages.
+    ListTaskManagers,
+}
+
+/// A TaskManager the agent runs for a Flink cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskManagerSpec {
+    /// Stable id; also Flink's `taskmanager.resource-id`, so REST and agent agree on names.
+    pub id: String,
+    /// Which Flink cluster it joins: a name the agent's config maps to that cluster's
+    /// `FLINK_HOME` and configuration directory.
+    pub cluster: String,
+    /// `taskmanager.memory.process.size`, in MiB.
+    pub process_memory_mb: u32,
+    /// `taskmanager.numberOfTaskSlots`.
+    pub slots: u32,
+    /// CPU limit in thousandths of a core (1500 = 1.5 cores).
+    pub cpu_millis: u32,
+    /// Further Flink dynamic properties (`-D key=value`).
+    pub properties: Vec<(String, String)>,
+}
+
+/// What an agent knows about one TaskManager it manages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskManagerStatus {
+    pub spec: TaskManagerSpec,
+    pub state: TaskManagerState,
+    pub pid: Option<u32>,
+    /// When the current process started, milliseconds since the Unix epoch.
+    pub started_at_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum TaskManagerState {
+    Starting,
+    Running,
+    Stopping,
+    Stopped,
+    /// The process ended without being asked to; the text says how (exit code, signal).
+    Failed(String),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,6 +193,8 @@ pub struct OrderResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum OrderOutcome {
     Done,
+    /// Done, with the TaskManagers' state afterwards.
+    TaskManagers(Vec<TaskManagerStatus>),
     /// The agent could not do it; the reason is for humans and logs.
     Failed(String),
     /// The deadline had passed before the agent could start.
@@ -166,14 +215,24 @@ pub struct AgentSummary {
     pub last_sample: Option<Sample>,
 }
 
+/// One page of the fleet view: agents whose names sort after `after`, at most `limit`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FleetQuery {
+    pub after: Option<String>,
+    pub limit: u32,
+}
+
+/// Most agents in one fleet page; keeps a page well inside [`MAX_FRAME_LEN`].
+pub const MAX_FLEET_PAGE: u32 = 500;
+
 /// Agent (or CLI) → coordinator.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum AgentMessage {
     Hello(Hello),
     Metrics(MetricBatch),
     OrderResult(OrderResult),
-    /// CLI peers only: list the connected agents.
-    FleetQuery,
+    /// CLI peers only: list connected agents, a page at a time (a page must fit in a frame).
+    FleetQuery(FleetQuery),
 }
 
 /// Coordinator → agent (or CLI).

@@ -91,7 +91,8 @@ fn arb_agent_message() -> impl Strategy<Value = AgentMessage> {
                 outcome: OrderOutcome::Failed(why),
             }
         )),
-        Just(AgentMessage::FleetQuery),
+        proptest::option::of("[a-z0-9-]{0,20}")
+            .prop_map(|after| AgentMessage::FleetQuery(FleetQuery { after, limit: 7 })),
     ]
 }
 
@@ -172,7 +173,11 @@ fn a_vec_claiming_more_than_the_frame_holds_is_refused() {
 
 #[test]
 fn trailing_bytes_after_a_message_are_refused() {
-    let mut payload = codec::encode_frame(&AgentMessage::FleetQuery).unwrap();
+    let mut payload = codec::encode_frame(&AgentMessage::FleetQuery(FleetQuery {
+        after: None,
+        limit: 1,
+    }))
+    .unwrap();
     payload.push(0);
     let len = (payload.len() - 4) as u32;
     payload[..4].copy_from_slice(&len.to_be_bytes());

@@ -39,11 +39,18 @@ pub fn endpoint_without_certificate(pki: &Pki) -> quinn::Endpoint {
     endpoint(quinn::ClientConfig::new(Arc::new(crypto)))
 }
 
+/// An agent-like session after the handshake. Keep the control streams: dropping them tells the
+/// coordinator its acknowledgements are unwanted.
+#[derive(Debug)]
+pub struct Session {
+    pub connection: quinn::Connection,
+    pub welcome: Welcome,
+    pub control: quinn::SendStream,
+    pub control_recv: quinn::RecvStream,
+}
+
 /// Connects and says hello as an agent; the error says how far it got.
-pub async fn hello(
-    endpoint: &quinn::Endpoint,
-    addr: SocketAddr,
-) -> Result<(quinn::Connection, Welcome), String> {
+pub async fn hello(endpoint: &quinn::Endpoint, addr: SocketAddr) -> Result<Session, String> {
     let connection = endpoint
         .connect(addr, "coordinator")
         .map_err(|e| e.to_string())?
@@ -68,7 +75,12 @@ pub async fn hello(
         .await
         .map_err(|e| e.to_string())?
     {
-        CoordinatorMessage::Welcome(w) => Ok((connection, w)),
+        CoordinatorMessage::Welcome(welcome) => Ok(Session {
+            connection,
+            welcome,
+            control: send,
+            control_recv: recv,
+        }),
         other => Err(format!("unexpected {other:?}")),
     }
 }

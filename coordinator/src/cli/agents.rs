@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use demeter_common::protocol::{AgentMessage, Capability, CoordinatorMessage, Hello};
+use demeter_common::protocol::{
+    AgentMessage, AgentSummary, Capability, CoordinatorMessage, FleetQuery, Hello, MAX_FLEET_PAGE,
+};
 use demeter_common::tls::{self, NodeIdentity, TlsPaths};
 use demeter_common::transport;
 
@@ -60,14 +62,26 @@ async fn query(args: AgentsArgs) -> anyhow::Result<()> {
         capabilities: vec![Capability::FleetQuery],
     };
     transport::write_frame(&mut send, &AgentMessage::Hello(hello)).await?;
-    transport::write_frame(&mut send, &AgentMessage::FleetQuery).await?;
     transport::read_preamble(&mut recv)
         .await
         .context("the coordinator refused us")?;
-    let fleet = match transport::expect_frame::<CoordinatorMessage>(&mut recv).await? {
-        CoordinatorMessage::Fleet(fleet) => fleet,
-        other => bail!("unexpected answer: {other:?}"),
-    };
+    let mut fleet = Vec::new();
+    loop {
+        let query = FleetQuery {
+            after: fleet.last().map(|a: &AgentSummary| a.name.clone()),
+            limit: MAX_FLEET_PAGE,
+        };
+        transport::write_frame(&mut send, &AgentMessage::FleetQuery(query)).await?;
+        let page = match transport::expect_frame::<CoordinatorMessage>(&mut recv).await? {
+            CoordinatorMessage::Fleet(page) => page,
+            other => bail!("unexpected answer: {other:?}"),
+        };
+        let last_page = page.len() < MAX_FLEET_PAGE as usize;
+        fleet.extend(page);
+        if last_page {
+            break;
+        }
+    }
     connection.close(0u32.into(), b"done");
     if args.json {
         println!("{}", serde_json::to_string_pretty(&fleet)?);

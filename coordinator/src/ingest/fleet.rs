@@ -120,8 +120,17 @@ impl Fleet {
     }
 
     pub fn summaries(&self) -> Vec<AgentSummary> {
+        self.summaries_page(None, usize::MAX)
+    }
+
+    /// Connected agents whose names sort after `after`, at most `limit`.
+    pub fn summaries_page(&self, after: Option<&str>, limit: usize) -> Vec<AgentSummary> {
+        let start = match after {
+            Some(name) => std::ops::Bound::Excluded(name.to_string()),
+            None => std::ops::Bound::Unbounded,
+        };
         self.agents
-            .iter()
+            .range((start, std::ops::Bound::Unbounded))
             .filter_map(|(name, state)| {
                 let c = state.connection.as_ref()?;
                 Some(AgentSummary {
@@ -134,6 +143,7 @@ impl Fleet {
                     last_sample: state.recent.back().map(|(_, s)| s.clone()),
                 })
             })
+            .take(limit)
             .collect()
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use demeter_common::protocol::{
-    AgentMessage, Capability, CoordinatorMessage, Hello, Role, Welcome, close_code,
+    AgentMessage, Capability, CoordinatorMessage, Hello, MAX_FLEET_PAGE, Role, Welcome, close_code,
 };
 use demeter_common::{Error as WireError, tls, transport};
 use tokio::sync::oneshot;
@@ -112,7 +112,7 @@ fn variant_name(msg: &AgentMessage) -> String {
         AgentMessage::Hello(_) => "Hello",
         AgentMessage::Metrics(_) => "Metrics",
         AgentMessage::OrderResult(_) => "OrderResult",
-        AgentMessage::FleetQuery => "FleetQuery",
+        AgentMessage::FleetQuery(_) => "FleetQuery",
     }
     .to_string()
 }
@@ -127,11 +127,12 @@ async fn serve_cli(connection: &quinn::Connection, shared: &Shared) -> Result<()
     transport::write_preamble(&mut send).await?;
     while let Some(msg) = transport::read_frame::<AgentMessage>(&mut recv).await? {
         match msg {
-            AgentMessage::FleetQuery => {
+            AgentMessage::FleetQuery(query) => {
+                let limit = query.limit.clamp(1, MAX_FLEET_PAGE) as usize;
                 let fleet = shared
                     .fleet
                     .lock()
-                    .map(|f| f.summaries())
+                    .map(|f| f.summaries_page(query.after.as_deref(), limit))
                     .unwrap_or_default();
                 transport::write_frame(&mut send, &CoordinatorMessage::Fleet(fleet)).await?;
             }
