@@ -2,5 +2,6 @@
 //! The binary in `main.rs` is a thin shell around it.
 
 pub mod error;
+pub mod flink;
 
-pub use error::{Error, Result};
+pub use error::{Error, FlinkErrorKind, Result};
