@@ -1,0 +1,440 @@
+//! The Flink REST client against a scripted fake server: 5xx, slow answers beyond the timeout,
+//! dropped connections and malformed JSON. Proves that idempotent GETs are retried, that
+//! operation-starting POSTs are sent exactly once, and that failures come back typed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use demeter_coordinator::flink::{
+    ClientConfig, FlinkClient, JarId, JarRunRequest, JobId, RetryPolicy, StopRequest, TriggerId,
+};
+use demeter_coordinator::{Error, FlinkErrorKind};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+const OVERVIEW: &str = include_str!("../testdata/flink/overview.json");
+const JOB: &str = "df04a0e2efab10f9f513094bc1f3fd74";
+
+#[derive(Clone)]
+enum Reply {
+    Json(u16, &'static str),
+    /// Answers only after the delay (beyond the client's timeout in these tests).
+    Slow(Duration, &'static str),
+    /// Reads the request, then closes the socket without answering.
+    Drop,
+}
+
+/// A one-request-per-connection HTTP server answering from a script, recording what it got.
+struct FakeFlink {
+    url: String,
+    received: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeFlink {
+    async fn start(script: Vec<Reply>) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let received = Arc::new(Mutex::new(Vec::new()));
+        let script = Arc::new(Mutex::new(VecDeque::from(script)));
+        let log = received.clone();
+        tokio::spawn(async move {
+            while let Ok((socket, _)) = listener.accept().await {
+                let (log, script) = (log.clone(), script.clone());
+                tokio::spawn(async move { serve(socket, log, script).await });
+            }
+        });
+        Self { url, received }
+    }
+
+    fn requests(&self) -> Vec<String> {
+        self.received.lock().unwrap().clone()
+    }
+
+    fn client(&self) -> FlinkClient {
+        let config = ClientConfig {
+            request_timeout: Duration::from_millis(300),
+            upload_timeout: Duration::from_millis(300),
+            connect_timeout: Duration::from_millis(300),
+            retry: RetryPolicy {
+                max_attempts: 3,
+                base_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(40),
+            },
+            jitter_seed: 1,
+        };
+        FlinkClient::new(&self.url, config).unwrap()
+    }
+}
+
+async fn serve(
+    mut socket: TcpStream,
+    log: Arc<Mutex<Vec<String>>>,
+    script: Arc<Mutex<VecDeque<Reply>>>,
+) {
+    let Some(request) = read_request(&mut socket).await else {
+        return;
+    };
+    log.lock().unwrap().push(request);
+    let reply = script.lock().unwrap().pop_front();
+    let (code, body) = match reply {
+        Some(Reply::Json(code, body)) => (code, body),
+        Some(Reply::Slow(delay, body)) => {
+            tokio::time::sleep(delay).await;
+            (200, body)
+        }
+        Some(Reply::Drop) => return,
+        None => (500, r#"{"errors":["script exhausted"]}"#),
+    };
+    let head = format!(
+        "HTTP/1.1 {code} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    );
+    let _ = socket.write_all(head.as_bytes()).await;
+    let _ = socket.write_all(body.as_bytes()).await;
+}
+
+/// Returns "METHOD /path?query" followed by the body as text.
+async fn read_request(socket: &mut TcpStream) -> Option<String> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let header_end = loop {
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_lowercase();
+    let content_length = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let chunked = head.contains("transfer-encoding: chunked");
+    loop {
+        let body = &buf[header_end..];
+        let complete = match content_length {
+            Some(len) => body.len() >= len,
+            None => !chunked || body.ends_with(b"0\r\n\r\n"),
+        };
+        if complete {
+            break;
+        }
+        let n = socket.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let request_line = text.lines().next().unwrap_or_default();
+    let target: Vec<&str> = request_line.split(' ').take(2).collect();
+    Some(format!("{}\n{}", target.join(" "), &text[header_end..]))
+}
+
+fn kind(err: Error) -> (&'static str, FlinkErrorKind) {
+    match err {
+        Error::Flink { op, kind } => (op, kind),
+        other => panic!("expected a Flink error, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn get_is_retried_through_5xx_and_a_dropped_connection() {
+    let fake = FakeFlink::start(vec![
+        Reply::Json(
+            503,
+            r#"{"errors":["Service temporarily unavailable due to an ongoing leader election."]}"#,
+        ),
+        Reply::Drop,
+        Reply::Json(200, OVERVIEW),
+    ])
+    .await;
+    let overview = fake.client().overview().await.expect("third try succeeds");
+    assert_eq!(overview.flink_version, "2.3.0");
+    assert_eq!(fake.requests().len(), 3);
+    assert!(
+        fake.requests()
+            .iter()
+            .all(|r| r.starts_with("GET /overview"))
+    );
+}
+
+#[tokio::test]
+async fn slow_get_times_out_and_the_retry_succeeds() {
+    let fake = FakeFlink::start(vec![
+        Reply::Slow(Duration::from_millis(900), OVERVIEW),
+        Reply::Json(200, OVERVIEW),
+    ])
+    .await;
+    let overview = fake.client().overview().await.expect("retry succeeds");
+    assert_eq!(overview.slots_total, 2);
+    assert_eq!(fake.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn get_gives_up_after_the_budget_with_the_last_typed_error() {
+    let busy = Reply::Json(503, r#"{"errors":["busy"]}"#);
+    let fake = FakeFlink::start(vec![busy.clone(), busy.clone(), busy.clone(), busy]).await;
+    let (op, k) = kind(fake.client().overview().await.expect_err("all 503"));
+    assert_eq!(op, "overview");
+    assert_eq!(
+        k,
+        FlinkErrorKind::Status {
+            code: 503,
+            body: "busy".into()
+        }
+    );
+    assert_eq!(fake.requests().len(), 3, "max_attempts is 3");
+}
+
+#[tokio::test]
+async fn stop_with_savepoint_is_sent_once_whatever_fails() {
+    let job = JobId::from(JOB);
+    let stop = StopRequest {
+        target_directory: Some("file:///sp".into()),
+        drain: false,
+        format: None,
+    };
+    for (reply, expect_timeout) in [
+        (Reply::Json(503, r#"{"errors":["busy"]}"#), false),
+        (Reply::Drop, false),
+        (
+            Reply::Slow(Duration::from_millis(900), r#"{"request-id":"x"}"#),
+            true,
+        ),
+    ] {
+        let fake = FakeFlink::start(vec![reply, Reply::Json(200, r#"{"request-id":"abc"}"#)]).await;
+        let (op, k) = kind(
+            fake.client()
+                .stop_with_savepoint(&job, &stop)
+                .await
+                .expect_err("no retry"),
+        );
+        assert_eq!(op, "stop_with_savepoint");
+        let requests = fake.requests();
+        assert_eq!(
+            requests.len(),
+            1,
+            "stop must not be retried: {requests:?} ({k})"
+        );
+        assert!(requests[0].starts_with(&format!("POST /jobs/{JOB}/stop")));
+        assert!(
+            requests[0].contains(r#""targetDirectory":"file:///sp""#),
+            "{}",
+            requests[0]
+        );
+        match k {
+            FlinkErrorKind::Timeout { after } => {
+                assert!(expect_timeout);
+                assert_eq!(after, Duration::from_millis(300));
+            }
+            FlinkErrorKind::Status { code: 503, .. } | FlinkErrorKind::Connect { .. } => {
+                assert!(!expect_timeout)
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn run_and_savepoint_posts_are_not_retried() {
+    let fake = FakeFlink::start(vec![
+        Reply::Drop,
+        Reply::Drop,
+        Reply::Json(200, r#"{"jobid":"x"}"#),
+    ])
+    .await;
+    let client = fake.client();
+    let run = client
+        .run_jar(&JarId::from("a.jar"), &JarRunRequest::default())
+        .await;
+    assert!(matches!(
+        kind(run.expect_err("dropped")).1,
+        FlinkErrorKind::Connect { .. }
+    ));
+    let request = demeter_coordinator::flink::SavepointRequest {
+        target_directory: None,
+        format: None,
+    };
+    let sp = client.trigger_savepoint(&JobId::from(JOB), &request).await;
+    assert!(matches!(
+        kind(sp.expect_err("dropped")).1,
+        FlinkErrorKind::Connect { .. }
+    ));
+    assert_eq!(fake.requests().len(), 2, "one request each");
+}
+
+#[tokio::test]
+async fn malformed_json_is_a_decode_error_without_retry() {
+    let fake = FakeFlink::start(vec![Reply::Json(200, r#"{"taskmanagers": 1, "slots"#)]).await;
+    let (_, k) = kind(fake.client().overview().await.expect_err("truncated"));
+    let FlinkErrorKind::Decode { message } = k else {
+        panic!("expected Decode, got {k:?}")
+    };
+    assert!(message.contains("EOF"), "{message}");
+    assert_eq!(fake.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn missing_job_is_job_not_found() {
+    let body = include_str!("../testdata/flink/error_job_not_found.json");
+    let fake = FakeFlink::start(vec![Reply::Json(404, body)]).await;
+    let job = JobId::from("00000000000000000000000000000000");
+    let (op, k) = kind(fake.client().job_details(&job).await.expect_err("404"));
+    assert_eq!(op, "job_details");
+    assert_eq!(
+        k,
+        FlinkErrorKind::JobNotFound {
+            job_id: job.to_string()
+        }
+    );
+    assert_eq!(fake.requests().len(), 1, "4xx is not retried");
+}
+
+#[tokio::test]
+async fn refused_connection_is_connect_after_retries() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    drop(listener);
+    let client = FlinkClient::new(
+        &url,
+        ClientConfig {
+            retry: RetryPolicy {
+                max_attempts: 2,
+                base_delay: Duration::from_millis(5),
+                max_delay: Duration::from_millis(5),
+            },
+            ..ClientConfig::default()
+        },
+    )
+    .unwrap();
+    let (_, k) = kind(client.overview().await.expect_err("nothing listens"));
+    let FlinkErrorKind::Connect { message } = k else {
+        panic!("expected Connect, got {k:?}")
+    };
+    assert!(message.to_lowercase().contains("refused"), "{message}");
+}
+
+#[tokio::test]
+async fn wait_savepoint_polls_until_completed() {
+    let fake = FakeFlink::start(vec![
+        Reply::Json(
+            200,
+            include_str!("../testdata/flink/savepoint_in_progress.json"),
+        ),
+        Reply::Json(503, r#"{"errors":["blip"]}"#),
+        Reply::Json(
+            200,
+            include_str!("../testdata/flink/savepoint_in_progress.json"),
+        ),
+        Reply::Json(
+            200,
+            include_str!("../testdata/flink/savepoint_completed.json"),
+        ),
+    ])
+    .await;
+    let location = fake
+        .client()
+        .wait_savepoint(
+            &JobId::from(JOB),
+            &TriggerId::from("t1"),
+            Duration::from_secs(5),
+            Duration::from_millis(10),
+        )
+        .await
+        .expect("completes");
+    assert!(
+        location.contains("/savepoints/savepoint-df04a0-"),
+        "{location}"
+    );
+    assert_eq!(fake.requests().len(), 4);
+    assert!(fake.requests()[0].starts_with(&format!("GET /jobs/{JOB}/savepoints/t1")));
+}
+
+#[tokio::test]
+async fn wait_savepoint_reports_flinks_failure_cause() {
+    let failed = include_str!("../testdata/flink/savepoint_failed.json");
+    let fake = FakeFlink::start(vec![Reply::Json(200, failed)]).await;
+    let err = fake
+        .client()
+        .wait_savepoint(
+            &JobId::from(JOB),
+            &TriggerId::from("t1"),
+            Duration::from_secs(5),
+            Duration::from_millis(10),
+        )
+        .await
+        .expect_err("failed savepoint");
+    let (op, k) = kind(err);
+    assert_eq!(op, "wait_savepoint");
+    let FlinkErrorKind::SavepointFailed { root_cause, .. } = k else {
+        panic!("got {k:?}")
+    };
+    assert!(
+        root_cause.contains("Failed to create savepoint directory"),
+        "{root_cause}"
+    );
+}
+
+#[tokio::test]
+async fn wait_savepoint_stops_at_the_deadline() {
+    let in_progress = Reply::Json(
+        200,
+        include_str!("../testdata/flink/savepoint_in_progress.json"),
+    );
+    let fake = FakeFlink::start(vec![in_progress; 50]).await;
+    let err = fake
+        .client()
+        .wait_savepoint(
+            &JobId::from(JOB),
+            &TriggerId::from("t1"),
+            Duration::from_millis(120),
+            Duration::from_millis(30),
+        )
+        .await
+        .expect_err("deadline");
+    let (_, k) = kind(err);
+    let FlinkErrorKind::SavepointDeadline { waited } = k else {
+        panic!("got {k:?}")
+    };
+    assert!(waited <= Duration::from_millis(120), "{waited:?}");
+    assert!(fake.requests().len() >= 2);
+}
+
+#[tokio::test]
+async fn upload_sends_multipart_jarfile_once() {
+    let dir = std::env::temp_dir().join(format!("demeter-flink-upload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let jar = dir.join("tiny.jar");
+    std::fs::write(&jar, b"PK-not-really-a-jar").unwrap();
+    let fake = FakeFlink::start(vec![Reply::Json(
+        200,
+        r#"{"filename":"/tmp/flink-web-upload/1234_tiny.jar","status":"success"}"#,
+    )])
+    .await;
+    let id = fake.client().upload_jar(&jar).await.expect("upload");
+    assert_eq!(id.as_str(), "1234_tiny.jar");
+    let request = &fake.requests()[0];
+    assert!(request.starts_with("POST /jars/upload"));
+    assert!(
+        request.contains(r#"name="jarfile"; filename="tiny.jar""#),
+        "{request}"
+    );
+    assert!(request.contains("PK-not-really-a-jar"));
+
+    let not_a_jar = dir.join("tiny.zip");
+    std::fs::write(&not_a_jar, b"x").unwrap();
+    let (_, k) = kind(
+        fake.client()
+            .upload_jar(&not_a_jar)
+            .await
+            .expect_err("not .jar"),
+    );
+    assert!(matches!(k, FlinkErrorKind::InvalidRequest { .. }));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
