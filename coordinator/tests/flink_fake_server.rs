@@ -136,6 +136,13 @@ async fn read_request(socket: &mut TcpStream) -> Option<String> {
     Some(format!("{}\n{}", target.join(" "), &text[header_end..]))
 }
 
+async fn wait(fake: &FakeFlink, deadline: Duration, poll: Duration) -> Result<String, Error> {
+    let (job, trigger) = (JobId::from(JOB), TriggerId::from("t1"));
+    fake.client()
+        .wait_savepoint(&job, &trigger, deadline, poll)
+        .await
+}
+
 fn kind(err: Error) -> (&'static str, FlinkErrorKind) {
     match err {
         Error::Flink { op, kind } => (op, kind),
@@ -338,14 +345,7 @@ async fn wait_savepoint_polls_until_completed() {
         ),
     ])
     .await;
-    let location = fake
-        .client()
-        .wait_savepoint(
-            &JobId::from(JOB),
-            &TriggerId::from("t1"),
-            Duration::from_secs(5),
-            Duration::from_millis(10),
-        )
+    let location = wait(&fake, Duration::from_secs(5), Duration::from_millis(10))
         .await
         .expect("completes");
     assert!(
@@ -360,14 +360,7 @@ async fn wait_savepoint_polls_until_completed() {
 async fn wait_savepoint_reports_flinks_failure_cause() {
     let failed = include_str!("../testdata/flink/savepoint_failed.json");
     let fake = FakeFlink::start(vec![Reply::Json(200, failed)]).await;
-    let err = fake
-        .client()
-        .wait_savepoint(
-            &JobId::from(JOB),
-            &TriggerId::from("t1"),
-            Duration::from_secs(5),
-            Duration::from_millis(10),
-        )
+    let err = wait(&fake, Duration::from_secs(5), Duration::from_millis(10))
         .await
         .expect_err("failed savepoint");
     let (op, k) = kind(err);
@@ -388,14 +381,7 @@ async fn wait_savepoint_stops_at_the_deadline() {
         include_str!("../testdata/flink/savepoint_in_progress.json"),
     );
     let fake = FakeFlink::start(vec![in_progress; 50]).await;
-    let err = fake
-        .client()
-        .wait_savepoint(
-            &JobId::from(JOB),
-            &TriggerId::from("t1"),
-            Duration::from_millis(120),
-            Duration::from_millis(30),
-        )
+    let err = wait(&fake, Duration::from_millis(120), Duration::from_millis(30))
         .await
         .expect_err("deadline");
     let (_, k) = kind(err);
