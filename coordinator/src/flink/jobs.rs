@@ -158,6 +158,7 @@ mod tests {
         let d: JobDetails = fixture("job_details.json");
         assert_eq!(d.state, JobState::Running);
         assert_eq!(d.max_parallelism, Some(128));
+        assert_eq!(d.scheduler_type.as_deref(), Some("Adaptive"));
         let names: Vec<_> = d
             .vertices
             .iter()
@@ -176,6 +177,15 @@ mod tests {
         let mut no_plan = d.clone();
         no_plan.plan = None;
         assert_eq!(no_plan.source_vertices().len(), 1);
+    }
+
+    #[test]
+    fn decodes_a_just_submitted_job_with_undecided_max_parallelism() {
+        // The adaptive scheduler reports maxParallelism -1 until the job is created.
+        let d: JobDetails = fixture("job_details_created.json");
+        assert_eq!(d.max_parallelism, None);
+        assert!(d.vertices.iter().all(|v| v.max_parallelism == Some(128)));
+        assert!(!d.is_fully_running());
     }
 
     #[test]

@@ -71,6 +71,13 @@ pub(crate) fn lenient_f64<'de, D: Deserializer<'de>>(d: D) -> Result<Option<f64>
     Ok(parsed.filter(|v| v.is_finite()))
 }
 
+/// Reads an integer where Flink uses -1 for "unknown"; non-positive or absent becomes `None`.
+fn positive_u32<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    Ok(Option::<i64>::deserialize(d)?
+        .and_then(|v| u32::try_from(v).ok())
+        .filter(|v| *v > 0))
+}
+
 /// `GET /overview`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -150,7 +157,8 @@ pub struct JobVertex {
     pub id: VertexId,
     pub name: String,
     pub parallelism: u32,
-    #[serde(rename = "maxParallelism")]
+    /// `None` while Flink reports -1 (not yet decided).
+    #[serde(rename = "maxParallelism", default, deserialize_with = "positive_u32")]
     pub max_parallelism: Option<u32>,
     pub status: String,
     #[serde(default)]
@@ -183,8 +191,12 @@ pub struct JobDetails {
     pub start_time: i64,
     pub end_time: i64,
     pub duration: i64,
-    #[serde(rename = "maxParallelism")]
+    /// `None` while Flink reports -1: the adaptive scheduler decides it when the job starts.
+    #[serde(rename = "maxParallelism", default, deserialize_with = "positive_u32")]
     pub max_parallelism: Option<u32>,
+    /// `Adaptive` when `jobmanager.scheduler: adaptive` (needed for resource requirements).
+    #[serde(rename = "schedulerType", default)]
+    pub scheduler_type: Option<String>,
     pub vertices: Vec<JobVertex>,
     #[serde(default)]
     pub plan: Option<JobPlan>,
