@@ -21,6 +21,8 @@ use demeter_coordinator::flink::{
 use demeter_coordinator::{Error, FlinkErrorKind};
 
 const TINY_JOB_ENTRY: &str = "demeter.testjob.TinyJob";
+const SAVEPOINT_DEADLINE: Duration = Duration::from_secs(60);
+const POLL: Duration = Duration::from_millis(100);
 
 #[tokio::test]
 async fn real_flink_lifecycle() {
@@ -157,12 +159,7 @@ async fn lifecycle(
     let t = Instant::now();
     let trigger = client.trigger_savepoint(&job, &sp_request).await?;
     let savepoint = client
-        .wait_savepoint(
-            &job,
-            &trigger,
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-        )
+        .wait_savepoint(&job, &trigger, SAVEPOINT_DEADLINE, POLL)
         .await?;
     println!("savepoint {savepoint} in {:?}", t.elapsed());
 
@@ -174,12 +171,7 @@ async fn lifecycle(
     };
     let trigger = client.stop_with_savepoint(&job, &stop).await?;
     let stop_savepoint = client
-        .wait_savepoint(
-            &job,
-            &trigger,
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-        )
+        .wait_savepoint(&job, &trigger, SAVEPOINT_DEADLINE, POLL)
         .await?;
     wait_job(client, &job, |d| d.state == JobState::Finished).await?;
     println!(
