@@ -270,7 +270,8 @@ async fn wait_savepoint_stops_at_the_deadline() {
     let FlinkErrorKind::SavepointDeadline { waited } = k else {
         panic!("got {k:?}")
     };
-    assert!(waited <= Duration::from_millis(120), "{waited:?}");
+    // Gives up once another poll would overrun: after at least deadline - poll.
+    assert!(waited > Duration::from_millis(90), "{waited:?}");
     assert!(fake.requests().len() >= 2);
 }
 

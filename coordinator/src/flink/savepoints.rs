@@ -231,7 +231,9 @@ impl FlinkClient {
         SavepointStatus::from_raw(op, raw)
     }
 
-    /// Polls every `poll` until the operation ends or `deadline` has passed. Returns the
+    /// Polls every `poll` until the operation ends or another poll would overrun `deadline`
+    /// (one slow status request can still run past it, by up to the request timeout and its
+    /// retries). Returns the
     /// savepoint location; a failed savepoint is `FlinkErrorKind::SavepointFailed` with Flink's
     /// cause, an unfinished one `SavepointDeadline` (it may still complete later).
     pub async fn wait_savepoint(
