@@ -163,6 +163,25 @@ async fn lifecycle(
         .await?;
     println!("savepoint {savepoint} in {:?}", t.elapsed());
 
+    // /proc is unwritable even for root: Flink must report the failure, and we must type it.
+    let bad = SavepointRequest {
+        target_directory: Some("file:///proc/demeter-nope".into()),
+        format: None,
+    };
+    let trigger = client.trigger_savepoint(&job, &bad).await?;
+    match client
+        .wait_savepoint(&job, &trigger, SAVEPOINT_DEADLINE, POLL)
+        .await
+    {
+        Err(Error::Flink {
+            kind: FlinkErrorKind::SavepointFailed { root_cause, .. },
+            ..
+        }) => {
+            println!("failed savepoint reported as: {root_cause}");
+        }
+        other => panic!("expected SavepointFailed, got {other:?}"),
+    }
+
     let t = Instant::now();
     let stop = StopRequest {
         target_directory,
