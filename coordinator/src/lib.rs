@@ -3,7 +3,8 @@
 
 pub mod config;
 pub mod error;
+pub mod flink;
 pub mod ingest;
 pub mod store;
 
-pub use error::{Error, Result};
+pub use error::{Error, FlinkErrorKind, Result};
