@@ -1,6 +1,8 @@
 //! Collectors on recorded inputs: hsperfdata files with the `jstat -gc` output taken at the same
 //! moment, a fake /proc tree, and damaged files.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // Tests may panic on bad data.
+
 mod support;
 
 use std::path::Path;
@@ -187,7 +189,6 @@ fn sampler_over_a_fixture_tree() {
     assert_eq!(a.heap, Some(g1.heap_sample()));
     let serial = GcCounters::parse(&hsperf_fixture("serial")).unwrap();
     assert_eq!(b.heap, Some(serial.heap_sample()));
-
 }
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -63,7 +63,11 @@ pub fn discover(proc_root: &Path) -> Result<Vec<DiscoveredJvm>> {
     let mut status = String::new();
     let mut found = Vec::new();
     for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
             continue;
         };
         let path = entry.path();

@@ -95,7 +95,10 @@ impl<'a> PerfData<'a> {
         }
         let used = to_usize(prologue.used);
         if used > buf.len() {
-            return Err(hsperf(buf.len(), "file shorter than its used size (truncated)"));
+            return Err(hsperf(
+                buf.len(),
+                "file shorter than its used size (truncated)",
+            ));
         }
         if used < PROLOGUE_LEN || to_usize(prologue.entry_offset) < PROLOGUE_LEN {
             return Err(hsperf(8, "used size or entry offset inside the prologue"));
@@ -298,6 +301,7 @@ fn to_usize(v: u32) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -352,7 +356,13 @@ mod tests {
         bad_order[4] = 9;
         let mut version = good.clone();
         version[5] = 3;
-        for f in [&bad_magic, &not_ready, &bad_order, &version, &good[..20].to_vec()] {
+        for f in [
+            &bad_magic,
+            &not_ready,
+            &bad_order,
+            &version,
+            &good[..20].to_vec(),
+        ] {
             assert!(matches!(PerfData::parse(f), Err(Error::Hsperf { .. })));
         }
     }
@@ -363,12 +373,18 @@ mod tests {
         // entry_length far past the end.
         f[PROLOGUE_LEN..PROLOGUE_LEN + 4].copy_from_slice(&10_000u32.to_le_bytes());
         let pd = PerfData::parse(&f).unwrap();
-        assert!(matches!(pd.entries().next(), Some(Err(Error::Hsperf { .. }))));
+        assert!(matches!(
+            pd.entries().next(),
+            Some(Err(Error::Hsperf { .. }))
+        ));
 
         let mut f = file_with(&[("x", 1)]);
         // data_offset past the entry.
         f[PROLOGUE_LEN + 16..PROLOGUE_LEN + 20].copy_from_slice(&u32::MAX.to_le_bytes());
         let pd = PerfData::parse(&f).unwrap();
-        assert!(matches!(pd.entries().next(), Some(Err(Error::Hsperf { .. }))));
+        assert!(matches!(
+            pd.entries().next(),
+            Some(Err(Error::Hsperf { .. }))
+        ));
     }
 }

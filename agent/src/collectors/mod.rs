@@ -102,7 +102,14 @@ impl Sampler {
         let mut jvms = Vec::with_capacity(self.jvms.len());
         let (units, read_heap) = (self.units, self.config.read_heap);
         self.jvms.retain_mut(|jvm| {
-            match sample_jvm(jvm, now_ms, units, read_heap, &mut self.text, &mut self.bytes) {
+            match sample_jvm(
+                jvm,
+                now_ms,
+                units,
+                read_heap,
+                &mut self.text,
+                &mut self.bytes,
+            ) {
                 Ok(sample) => {
                     jvms.push(sample);
                     true
@@ -208,7 +215,11 @@ fn sample_jvm(
     let rss_bytes = parse_statm_rss_pages(text)?.saturating_mul(units.page_size);
     let cpu = cpu_cores(jvm.prev_cpu.as_ref(), &reading, units);
     jvm.prev_cpu = Some(reading);
-    let heap = if read_heap { read_heap_sample(jvm, bytes) } else { None };
+    let heap = if read_heap {
+        read_heap_sample(jvm, bytes)
+    } else {
+        None
+    };
     Ok(JvmSample {
         pid: jvm.pid,
         taskmanager_id: jvm.taskmanager_id.clone(),

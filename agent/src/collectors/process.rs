@@ -99,9 +99,15 @@ pub fn parse_status(text: &str) -> Result<ProcStatus> {
     let mut nspid = None;
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("Uid:") {
-            euid = rest.split_ascii_whitespace().nth(1).and_then(|f| f.parse().ok());
+            euid = rest
+                .split_ascii_whitespace()
+                .nth(1)
+                .and_then(|f| f.parse().ok());
         } else if let Some(rest) = line.strip_prefix("NSpid:") {
-            nspid = rest.split_ascii_whitespace().last().and_then(|f| f.parse().ok());
+            nspid = rest
+                .split_ascii_whitespace()
+                .last()
+                .and_then(|f| f.parse().ok());
         }
     }
     Ok(ProcStatus {
@@ -145,6 +151,7 @@ pub(crate) fn read_bytes(path: &Path, buf: &mut Vec<u8>) -> Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
@@ -189,7 +196,8 @@ mod tests {
     fn statm_and_status() {
         assert_eq!(parse_statm_rss_pages("100 25 3 1 0 40 0\n").unwrap(), 25);
         assert!(parse_statm_rss_pages("100").is_err());
-        let s = parse_status("Name:\tjava\nUid:\t1000\t1001\t1000\t1000\nNSpid:\t4242\t17\n").unwrap();
+        let s =
+            parse_status("Name:\tjava\nUid:\t1000\t1001\t1000\t1000\nNSpid:\t4242\t17\n").unwrap();
         assert_eq!(s.euid, 1001);
         assert_eq!(s.nspid, Some(17));
         assert!(parse_status("Name:\tjava\n").is_err());

@@ -167,7 +167,9 @@ pub fn start_java(args: &[&str]) -> JvmGuard {
 /// A program that allocates, collects (so every GC counter is non-trivial), then idles so the
 /// counters stay still while they are compared.
 pub fn idle_program(package: Option<&str>, class: &str) -> String {
-    let package = package.map(|p| format!("package {p};\n")).unwrap_or_default();
+    let package = package
+        .map(|p| format!("package {p};\n"))
+        .unwrap_or_default();
     format!(
         r#"{package}
 public class {class} {{
