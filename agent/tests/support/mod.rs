@@ -118,7 +118,15 @@ impl JvmGuard {
 }
 
 impl Drop for JvmGuard {
+    /// SIGTERM first, so the JVM deletes its hsperfdata file; SIGKILL if it lingers.
     fn drop(&mut self) {
+        let _ = Command::new("kill").arg(self.pid().to_string()).status();
+        for _ in 0..50 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
