@@ -8,7 +8,7 @@ mod support;
 use std::path::Path;
 
 use demeter_agent::Error;
-use demeter_agent::collectors::discovery::{discover, parse_cmdline};
+use demeter_agent::collectors::discovery::{TASK_MANAGER_MAIN_CLASS, discover, parse_cmdline};
 use demeter_agent::collectors::gc::GcCounters;
 use demeter_agent::collectors::hsperf::{PerfData, locate};
 use demeter_agent::collectors::process::ProcStatus;
@@ -230,4 +230,19 @@ fn sampler_follows_cpu_and_exits() {
     let expected = 150.0 / ticks as f32 / 2.0;
     assert!((sample.jvms[0].cpu_cores - expected).abs() < 1e-4);
     assert_eq!(sampler.tracked_pids().collect::<Vec<_>>(), [4242]);
+
+    // 4242 exits and its pid goes to a new TaskManager (a later start time): the old one is
+    // dropped at once and the next tick rescans, well before the 60 s discovery interval.
+    let stat = std::fs::read_to_string(&stat_path).unwrap();
+    std::fs::write(&stat_path, stat.replace(" 88000 ", " 99999 ")).unwrap();
+    let cmdline = format!("java\0{TASK_MANAGER_MAIN_CLASS}\0-Dtaskmanager.resource-id=tm-c\0");
+    std::fs::write(dir.path().join("4242/cmdline"), cmdline).unwrap();
+    assert!(sampler.sample(13_000).jvms.is_empty());
+    let rescanned = sampler.sample(14_000);
+    assert_eq!(rescanned.jvms.len(), 1);
+    assert_eq!(rescanned.jvms[0].taskmanager_id.as_deref(), Some("tm-c"));
+    assert_eq!(
+        rescanned.jvms[0].cpu_cores, 0.0,
+        "a new process has no previous reading"
+    );
 }
