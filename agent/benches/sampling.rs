@@ -66,21 +66,22 @@ fn fake_proc(root: &Path, task_managers: u32) {
 }
 
 /// Runs `ticks` ticks 1 s apart (agent time) and prints the mean CPU and wall time per tick.
-fn run(label: &str, config: SamplerConfig, ticks: u32, expected_jvms: usize) {
+/// Other helpers' TaskManagers may come and go on the real /proc, hence "at least".
+fn run(label: &str, config: SamplerConfig, ticks: u32, min_jvms: usize) {
     let mut sampler = Sampler::new(config).unwrap();
     let start_ms = 1_700_000_000_000u64;
     // Warm-up tick: discovery plus first hsperfdata location.
-    assert_eq!(sampler.sample(start_ms).jvms.len(), expected_jvms);
+    assert!(sampler.sample(start_ms).jvms.len() >= min_jvms, "{label}");
     let (cpu0, wall0) = (cpu_time(), Instant::now());
     for tick in 1..=u64::from(ticks) {
         let sample = sampler.sample(start_ms + tick * 1000);
-        assert_eq!(sample.jvms.len(), expected_jvms, "{label}");
+        assert!(sample.jvms.len() >= min_jvms, "{label}");
         std::hint::black_box(sample);
     }
     let cpu = (cpu_time() - cpu0) / ticks;
     let wall = wall0.elapsed() / ticks;
     println!(
-        "{label:<58} cpu {:>8.1} µs/tick  wall {:>8.1} µs/tick  = {:.4} % of a core at 1 Hz",
+        "{label:<62} cpu {:>8.1} µs/tick  wall {:>8.1} µs/tick  = {:.4} % of a core at 1 Hz",
         cpu.as_secs_f64() * 1e6,
         wall.as_secs_f64() * 1e6,
         cpu.as_secs_f64() * 100.0,
@@ -100,18 +101,18 @@ fn host_read_cost() {
         cpu += cpu_time() - before;
     }
     println!(
-        "{:<58} cpu {:>8.1} µs/read (included in the ticks above only every 200 ms)",
+        "{:<62} cpu {:>8.1} µs/read (included in the ticks above only every 200 ms)",
         "host read (sysinfo, refresh not skipped)",
         (cpu / reads).as_secs_f64() * 1e6
     );
 }
 
-fn both_cadences(label: &str, config: SamplerConfig, ticks: u32, jvms: usize) {
+fn both_cadences(label: &str, config: SamplerConfig, ticks: u32, min_jvms: usize) {
     run(
         &format!("{label}, discovery every 10 s"),
         config.clone(),
         ticks,
-        jvms,
+        min_jvms,
     );
     let every_tick = SamplerConfig {
         discovery_interval_ms: 0,
@@ -121,7 +122,7 @@ fn both_cadences(label: &str, config: SamplerConfig, ticks: u32, jvms: usize) {
         &format!("{label}, discovery every tick"),
         every_tick,
         ticks,
-        jvms,
+        min_jvms,
     );
 }
 
@@ -190,7 +191,7 @@ fn main() {
         })
         .count();
     let label = format!("real /proc, {present} TMs ({real_tms} ours), {processes} procs");
-    both_cadences(&label, SamplerConfig::default(), ticks, present);
+    both_cadences(&label, SamplerConfig::default(), ticks, real_tms as usize);
     drop(jvms);
     println!(
         "RSS after all scenarios: {} KiB (peak {} KiB)",
