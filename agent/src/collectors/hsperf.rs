@@ -6,12 +6,10 @@
 //! panic. Layout (HotSpot `perfMemory.hpp`): a 32-byte prologue, then `num_entries` entries from
 //! `entry_offset`, each a 20-byte header followed by its NUL-terminated name and its data.
 
-use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
-use std::time::SystemTime;
-
-use super::process::ProcStatus;
 use crate::error::{Error, Result};
+
+mod locate;
+pub use locate::locate;
 
 /// The prologue's first four bytes, the same in either byte order.
 const MAGIC: [u8; 4] = [0xca, 0xfe, 0xc0, 0xc0];
@@ -236,62 +234,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// Finds the hsperfdata file of host pid `pid`.
-///
-/// First in the JVM's own /tmp as seen through `/proc/<pid>/root` under its namespace pid (this
-/// sees through systemd `PrivateTmp=` and containers), then in the host's `/tmp` under the host
-/// pid. The user directory is found by listing `hsperfdata_*`, which spares resolving the uid to
-/// a name in the JVM's own passwd database.
-pub fn locate(
-    proc_root: &Path,
-    host_tmp: &Path,
-    pid: u32,
-    status: Option<&ProcStatus>,
-) -> Option<PathBuf> {
-    let euid = status.map(|s| s.euid);
-    let namespace_pid = status.and_then(|s| s.nspid).unwrap_or(pid);
-    let own_tmp = proc_root.join(pid.to_string()).join("root").join("tmp");
-    [(own_tmp, namespace_pid), (host_tmp.to_path_buf(), pid)]
-        .into_iter()
-        .find_map(|(tmp, id)| choose(candidates_in(&tmp, id), euid))
-}
-
-#[derive(Debug)]
-struct Candidate {
-    path: PathBuf,
-    owner: u32,
-    modified: Option<SystemTime>,
-}
-
-fn candidates_in(tmp: &Path, id: u32) -> Vec<Candidate> {
-    let Ok(dir) = std::fs::read_dir(tmp) else {
-        return Vec::new();
-    };
-    let file_name = id.to_string();
-    dir.flatten()
-        .filter(|e| e.file_name().as_encoded_bytes().starts_with(b"hsperfdata_"))
-        .filter_map(|e| {
-            let path = e.path().join(&file_name);
-            // The JVM never makes this a symlink; following one could read an arbitrary file.
-            let meta = std::fs::symlink_metadata(&path).ok()?;
-            meta.is_file().then(|| Candidate {
-                path,
-                owner: meta.uid(),
-                modified: meta.modified().ok(),
-            })
-        })
-        .collect()
-}
-
-/// Prefers the file owned by the JVM's user (a same-numbered file of another user is a leftover
-/// of a dead JVM), then the most recently written.
-fn choose(candidates: Vec<Candidate>, euid: Option<u32>) -> Option<PathBuf> {
-    candidates
-        .into_iter()
-        .max_by_key(|c| (Some(c.owner) == euid, c.modified))
-        .map(|c| c.path)
-}
-
 fn hsperf(offset: usize, reason: &'static str) -> Error {
     Error::Hsperf { offset, reason }
 }
@@ -301,47 +243,70 @@ fn to_usize(v: u32) -> usize {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
-    /// Builds a little-endian file with the given `J` counters, the way HotSpot lays it out.
-    pub(crate) fn file_with(counters: &[(&str, i64)]) -> Vec<u8> {
+    /// Builds a file with the given `J` counters, laid out as HotSpot does, in either order.
+    fn file_in_order(counters: &[(&str, i64)], little_endian: bool) -> Vec<u8> {
+        let u32_bytes = |v: usize| {
+            let v = v as u32;
+            if little_endian {
+                v.to_le_bytes()
+            } else {
+                v.to_be_bytes()
+            }
+        };
         let mut body = Vec::new();
         for (name, value) in counters {
             let name_offset = ENTRY_HEADER_LEN;
-            let unpadded = name_offset + name.len() + 1;
-            let data_offset = unpadded.div_ceil(8) * 8;
+            let data_offset = (name_offset + name.len() + 1).div_ceil(8) * 8;
             let length = data_offset + 8;
             let mut e = vec![0u8; length];
-            e[0..4].copy_from_slice(&(length as u32).to_le_bytes());
-            e[4..8].copy_from_slice(&(name_offset as u32).to_le_bytes());
+            e[0..4].copy_from_slice(&u32_bytes(length));
+            e[4..8].copy_from_slice(&u32_bytes(name_offset));
             e[12] = b'J';
-            e[16..20].copy_from_slice(&(data_offset as u32).to_le_bytes());
+            e[16..20].copy_from_slice(&u32_bytes(data_offset));
             e[name_offset..name_offset + name.len()].copy_from_slice(name.as_bytes());
-            e[data_offset..].copy_from_slice(&value.to_le_bytes());
+            let value = if little_endian {
+                value.to_le_bytes()
+            } else {
+                value.to_be_bytes()
+            };
+            e[data_offset..].copy_from_slice(&value);
             body.extend_from_slice(&e);
         }
         let mut f = vec![0u8; PROLOGUE_LEN];
         f[..4].copy_from_slice(&MAGIC);
-        f[4] = 1;
+        f[4] = u8::from(little_endian);
         f[5] = 2;
         f[7] = 1;
-        f[8..12].copy_from_slice(&((PROLOGUE_LEN + body.len()) as u32).to_le_bytes());
-        f[24..28].copy_from_slice(&(PROLOGUE_LEN as u32).to_le_bytes());
-        f[28..32].copy_from_slice(&(counters.len() as u32).to_le_bytes());
+        f[8..12].copy_from_slice(&u32_bytes(PROLOGUE_LEN + body.len()));
+        f[24..28].copy_from_slice(&u32_bytes(PROLOGUE_LEN));
+        f[28..32].copy_from_slice(&u32_bytes(counters.len()));
         f.extend_from_slice(&body);
         f
     }
 
+    fn file_with(counters: &[(&str, i64)]) -> Vec<u8> {
+        file_in_order(counters, true)
+    }
+
     #[test]
-    fn reads_counters_back() {
-        let f = file_with(&[("a.b", 7), ("sun.os.hrt.frequency", 1_000_000_000)]);
-        let pd = PerfData::parse(&f).unwrap();
-        let got: Vec<_> = pd.entries().collect::<Result<_>>().unwrap();
-        assert_eq!(got.len(), 2);
-        assert_eq!(got[0].name, b"a.b");
-        assert_eq!(got[0].value, Value::Long(7));
-        assert_eq!(got[1].value, Value::Long(1_000_000_000));
+    fn reads_counters_back_in_both_byte_orders() {
+        for little_endian in [true, false] {
+            let f = file_in_order(
+                &[("a.b", 7), ("sun.os.hrt.frequency", 1_000_000_000)],
+                little_endian,
+            );
+            let pd = PerfData::parse(&f).unwrap();
+            assert_eq!(pd.prologue().little_endian, little_endian);
+            let got: Vec<_> = pd.entries().collect::<Result<_>>().unwrap();
+            assert_eq!(got.len(), 2);
+            assert_eq!(got[0].name, b"a.b");
+            assert_eq!(got[0].value, Value::Long(7));
+            assert_eq!(got[1].value, Value::Long(1_000_000_000));
+        }
     }
 
     #[test]

@@ -101,18 +101,25 @@ impl Sampler {
         let host = host_sample(&self.host.read());
         let mut jvms = Vec::with_capacity(self.jvms.len());
         let (units, read_heap) = (self.units, self.config.read_heap);
+        let mut pid_reused = false;
         self.jvms.retain_mut(|jvm| {
-            match sample_jvm(
+            let outcome = sample_jvm(
                 jvm,
                 now_ms,
                 units,
                 read_heap,
                 &mut self.text,
                 &mut self.bytes,
-            ) {
-                Ok(sample) => {
+            );
+            match outcome {
+                Ok(Some(sample)) => {
                     jvms.push(sample);
                     true
+                }
+                Ok(None) => {
+                    tracing::info!(pid = jvm.pid, "TaskManager pid now names another process");
+                    pid_reused = true;
+                    false
                 }
                 Err(error) => {
                     tracing::info!(pid = jvm.pid, %error, "TaskManager gone");
@@ -120,6 +127,10 @@ impl Sampler {
                 }
             }
         });
+        // The new process under that pid may be a TaskManager too; find out next tick.
+        if pid_reused {
+            self.rediscover_next_sample();
+        }
         Sample {
             taken_at_ms: now_ms,
             host,
@@ -196,8 +207,8 @@ impl Sampler {
     }
 }
 
-/// Errors only when the process is gone (its `stat` or `statm` unreadable); heap problems leave
-/// `heap` empty.
+/// Errors only when the process is gone (its `stat` or `statm` unreadable); `None` when its pid
+/// now belongs to a process started later. Heap problems only leave `heap` empty.
 fn sample_jvm(
     jvm: &mut TrackedJvm,
     now_ms: u64,
@@ -205,12 +216,18 @@ fn sample_jvm(
     read_heap: bool,
     text: &mut String,
     bytes: &mut Vec<u8>,
-) -> Result<JvmSample> {
+) -> Result<Option<JvmSample>> {
     read_text(&jvm.stat_path, text)?;
     let reading = CpuReading {
         stat: parse_stat(text)?,
         at_ms: now_ms,
     };
+    if jvm
+        .prev_cpu
+        .is_some_and(|prev| prev.stat.start_ticks != reading.stat.start_ticks)
+    {
+        return Ok(None);
+    }
     read_text(&jvm.statm_path, text)?;
     let rss_bytes = parse_statm_rss_pages(text)?.saturating_mul(units.page_size);
     let cpu = cpu_cores(jvm.prev_cpu.as_ref(), &reading, units);
@@ -220,13 +237,13 @@ fn sample_jvm(
     } else {
         None
     };
-    Ok(JvmSample {
+    Ok(Some(JvmSample {
         pid: jvm.pid,
         taskmanager_id: jvm.taskmanager_id.clone(),
         cpu_cores: cpu,
         rss_bytes,
         heap,
-    })
+    }))
 }
 
 fn read_heap_sample(jvm: &mut TrackedJvm, bytes: &mut Vec<u8>) -> Option<HeapSample> {

@@ -151,6 +151,7 @@ pub(crate) fn read_bytes(path: &Path, buf: &mut Vec<u8>) -> Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 
