@@ -24,7 +24,7 @@ final class TokenBucketLimiter implements RateLimiter<NumberSequenceSplit> {
     private volatile double share;
     private volatile double totalRate;
     private long nextFreeNs = Long.MIN_VALUE;
-    private long rateFileReadAtMs = Long.MIN_VALUE;
+    private long rateFileReadAtMs;
     private double rateFileValue = Double.NaN;
 
     TokenBucketLimiter(RateSchedule schedule) {
