@@ -34,8 +34,9 @@ Commands:
   install                Create the lab (${LAB}) with a python3.11 venv and
                          apache-flink(-libraries)==${FLINK_VERSION} (--no-deps). Idempotent.
                          Prints FLINK_HOME.
-  start NAME [options]   Start (or confirm running) the session cluster NAME and wait until REST
-                         answers and its TaskManagers are registered. Prints the REST URL.
+  start NAME [options]   Start the session cluster NAME (if it runs: start only missing
+                         TaskManagers) and wait until REST answers and its TaskManagers are
+                         registered. Prints the REST URL.
       --rest-port P        REST port (default 8081)
       --rpc-port P         JobManager RPC port (default 6123)
       --taskmanagers N     TaskManagers to start (default 1; 0 = JobManager only, for an agent
@@ -235,6 +236,13 @@ cmd_start() {
     [[ $running_port == "$rest" ]] ||
       die "cluster $name already runs with REST port $running_port; stop it first to change its settings"
     say "cluster $name is already running"
+    local have i
+    have=$(pids_of_role "$dir" taskexecutor | wc -l)
+    for ((i = have; i < tms; i++)); do
+      say "starting missing TaskManager $((i + 1))/$tms"
+      "$FLINK_HOME/bin/taskmanager.sh" start >"$dir/log/start-tm$i.out" 2>&1 ||
+        { cat "$dir/log/start-tm$i.out" >&2; die "taskmanager.sh start failed"; }
+    done
   else
     port_busy "$rest" && die "REST port $rest is in use (another cluster? pick --rest-port)"
     port_busy "$rpc" && die "RPC port $rpc is in use (another cluster? pick --rpc-port)"
