@@ -7,10 +7,12 @@
 #
 # Env: SMOKE_CLUSTER (default smoke), SMOKE_REST_PORT (28081), SMOKE_RPC_PORT (26123),
 # SMOKE_RATE (2000 rec/s), SMOKE_RUN_S (seconds per run, 30), SMOKE_KEEP=1 keeps the cluster,
-# DEMETER_LAB (lab dir). Exit 0 only when every step passed and the output is exactly-once.
+# SMOKE_FAILOVER=0 skips the extra step that kill -9s a TaskManager during the p=3 run (and starts
+# a replacement), DEMETER_LAB (lab dir). Exit 0 only when every step passed and the output is
+# exactly-once.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -68,6 +70,15 @@ records_flowing() { # job source_vertex minimum
   out=$(vertex_sum "$1" "$2" numRecordsOut 2>/dev/null) || return 1
   python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)" "$out" "$3"
 }
+# After a restart the JM may still hold the failed attempts' counters: wait for them to grow.
+records_advancing() { # job source_vertex
+  local before
+  before=$(vertex_sum "$1" "$2" numRecordsOut 2>/dev/null) || return 1
+  sleep 2
+  records_flowing "$1" "$2" "$(python3 -c "import sys; print(float(sys.argv[1]) + 1)" "$before")"
+}
+restarts() { get "/jobs/$1/metrics?get=numRestarts" | json "int(float(d[0]['value']))"; }
+restarted() { (($(restarts "$1") > $2)); }
 
 run_job() { # parallelism [savepoint] -> job id
   local body
@@ -144,6 +155,24 @@ took stop_to_records_p3 "$(since "$t")"
 get "/jobs/$JOB2/checkpoints" | json "d['latest']['restored']" >"$SMOKE_DIR/restored.json"
 say "restored: $(cat "$SMOKE_DIR/restored.json")"
 sleep "$RUN_S"
+
+if [[ ${SMOKE_FAILOVER:-1} == 1 ]]; then
+  # A real failure: the job restores from its latest checkpoint, not from a savepoint.
+  tm_pids=$(ls "$LAB/clusters/$NAME/pid/"*taskexecutor.pid)
+  victim=$(head -n 1 "$tm_pids")
+  before=$(restarts "$JOB2")
+  say "kill -9 TaskManager $victim and start a replacement"
+  t=$(now)
+  kill -9 "$victim"
+  sed -i "/^$victim\$/d" "$tm_pids"
+  (source <("$here/flink-lab.sh" env "$NAME") && "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null)
+  wait_until "job $JOB2 to restart" 120 restarted "$JOB2" "$before"
+  wait_until "job $JOB2 RUNNING after the failure" 180 job_running "$JOB2"
+  wait_until "records flowing after the failure" 60 records_advancing "$JOB2" "$SRC"
+  took kill_to_records "$(since "$t")"
+  say "after the failure: numRestarts $(restarts "$JOB2"), parallelism $(get "/jobs/$JOB2" | json "[v['parallelism'] for v in d['vertices']]"), restored $(get "/jobs/$JOB2/checkpoints" | json "d['latest']['restored']")"
+  sleep "$RUN_S"
+fi
 SHARE=$(vertex_sum "$JOB2" "$SRC" Source__generator.rateShare)
 TARGET=$(vertex_sum "$JOB2" "$SRC" Source__generator.targetRateTotal max)
 P95=$(vertex_sum "$JOB2" "$WIN" window.latencyP95Ms max)
