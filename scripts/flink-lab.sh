@@ -175,19 +175,14 @@ export FLINK_REST_URL=http://127.0.0.1:$rest
 EOF
 }
 
-# PIDs of live JVMs belonging to the cluster: listed in its pid files, or started with its conf dir.
+# PIDs of the cluster's live JVMs: those with its conf dir as an argument (Flink's scripts pass
+# --configDir "$FLINK_CONF_DIR"). This finds what its pid files list, TaskManagers an agent started
+# (foreground ones have no pid file), and never a reused PID from a stale pid file.
 cluster_pids() {
-  local dir=$1 pid f
-  {
-    for f in "$dir"/pid/*.pid; do [[ -f $f ]] && cat "$f"; done
-    for f in /proc/[0-9]*/cmdline; do
-      pid=${f#/proc/}; pid=${pid%/cmdline}
-      tr '\0' ' ' 2>/dev/null <"$f" | grep -qF -- "--configDir $dir/conf " && echo "$pid"
-    done
-  } | sort -un | while read -r pid; do
-    # A pid file may outlive its process and the PID be reused: only count JVMs of this cluster.
-    tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" |
-      grep -qF -- "$dir/conf" && echo "$pid"
+  local f pid
+  grep -lxzF -- "$1/conf" /proc/[0-9]*/cmdline 2>/dev/null | while read -r f; do
+    pid=${f#/proc/}; pid=${pid%/cmdline}
+    [[ $(cat "/proc/$pid/comm" 2>/dev/null) == java ]] && echo "$pid"
   done
   return 0
 }
@@ -297,27 +292,28 @@ cmd_stop() {
   local name=${1:-}; [[ -n $name ]] || die "stop needs a NAME"
   local dir; dir=$(cluster_dir "$name")
   [[ -d $dir ]] || { say "no cluster $name"; return; }
-  local pids started=$SECONDS
-  pids=$(cluster_pids "$dir" | tr '\n' ' ')
-  if [[ -z ${pids// /} ]]; then
-    say "cluster $name is not running"
-  else
-    say "stopping cluster $name (PIDs $pids)"
-    # shellcheck disable=SC2086
-    kill $pids 2>/dev/null || true
-    while [[ -n $(cluster_pids "$dir") ]]; do
-      if ((SECONDS - started >= 30)); then
-        say "still alive after 30 s: kill -9 $(cluster_pids "$dir" | tr '\n' ' ')"
-        # shellcheck disable=SC2046
-        kill -9 $(cluster_pids "$dir") 2>/dev/null || true
-        sleep 1
-        break
-      fi
-      sleep 0.5
+  local pids pid started=$SECONDS signalled=" "
+  pids=$(cluster_pids "$dir")
+  [[ -n $pids ]] || { say "cluster $name is not running"; rm -f "$dir"/pid/*.pid; return; }
+  say "stopping cluster $name (PIDs $(tr '\n' ' ' <<<"$pids"))"
+  # Re-list each round: a TaskManager still starting (its script execs java late) joins late.
+  while [[ -n $pids ]]; do
+    if ((SECONDS - started >= 30)); then
+      say "still alive after 30 s: kill -9 $(tr '\n' ' ' <<<"$pids")"
+      for pid in $pids; do kill -9 "$pid" 2>/dev/null || true; done
+      sleep 1
+      break
+    fi
+    for pid in $pids; do
+      [[ $signalled == *" $pid "* ]] && continue
+      kill "$pid" 2>/dev/null || true
+      signalled+="$pid "
     done
-    say "cluster $name stopped in $((SECONDS - started)) s"
-  fi
+    sleep 0.5
+    pids=$(cluster_pids "$dir")
+  done
   rm -f "$dir"/pid/*.pid
+  say "cluster $name stopped in $((SECONDS - started)) s"
 }
 
 cmd_status() {

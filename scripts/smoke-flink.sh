@@ -40,7 +40,7 @@ post() { curl -sf --max-time 30 -X POST -H 'Content-Type: application/json' "$R$
 cleanup() {
   local rc=$?
   if [[ ${SMOKE_KEEP:-0} != 1 ]]; then "$here/flink-lab.sh" stop "$NAME" || true; fi
-  ((rc == 0)) && say "PASSED" || say "exit code $rc"
+  if ((rc == 0)); then say "PASSED"; else say "exit code $rc"; fi
 }
 trap cleanup EXIT
 
@@ -165,6 +165,7 @@ if [[ ${SMOKE_FAILOVER:-1} == 1 ]]; then
   t=$(now)
   kill -9 "$victim"
   sed -i "/^$victim\$/d" "$tm_pids"
+  # shellcheck disable=SC1090
   (source <("$here/flink-lab.sh" env "$NAME") && "$FLINK_HOME/bin/taskmanager.sh" start >/dev/null)
   wait_until "job $JOB2 to restart" 120 restarted "$JOB2" "$before"
   wait_until "job $JOB2 RUNNING after the failure" 180 job_running "$JOB2"
@@ -183,6 +184,7 @@ python3 -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - 1) < 1e-6 else 1)
   die "source shares after the restore sum to $SHARE, not 1"
 
 t=$(now); SP2=$(stop_with_savepoint "$JOB2"); took final_stop_with_savepoint "$(since "$t")"
+say "final savepoint $SP2"
 wait_until "job $JOB2 FINISHED" 60 bash -c "[[ \$(curl -sf $R/jobs/$JOB2 | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"state\"])') == FINISHED ]]"
 
 # Both runs emitted OUT1 + OUT2 records; all but the last open windows must be committed.
