@@ -62,7 +62,18 @@ EOF
 }
 
 say() { printf '[flink-lab] %s\n' "$*" >&2; }
-die() { say "error: $*"; exit 1; }
+# A cluster this invocation started and that failed to come up is stopped, not left half-running.
+STOP_ON_FAILURE=
+die() {
+  say "error: $*"
+  if [[ -n $STOP_ON_FAILURE ]]; then
+    local name=$STOP_ON_FAILURE
+    STOP_ON_FAILURE=
+    sleep 2 # flink-daemon.sh returns before its background child has exec'd java
+    cmd_stop "$name"
+  fi
+  exit 1
+}
 
 installed_marker() { echo "$VENV/.flink-$FLINK_VERSION-complete"; }
 
@@ -242,6 +253,7 @@ cmd_start() {
     port_busy "$rest" && die "REST port $rest is in use (another cluster? pick --rest-port)"
     port_busy "$rpc" && die "RPC port $rpc is in use (another cluster? pick --rpc-port)"
     mkdir -p "$dir"/{conf,log,pid,checkpoints,savepoints,tmp,upload}
+    STOP_ON_FAILURE=$name
     # log4j/logback files come from the shipped conf; config.yaml, masters and workers are ours.
     cp "$FLINK_HOME_DIR"/conf/log4j*.properties "$FLINK_HOME_DIR"/conf/logback*.xml "$dir/conf/"
     write_config "$dir" "$rest" "$rpc" "$tms" "$slots" "$tm_mem" "$jm_mem" "$scheduler"
@@ -259,6 +271,7 @@ cmd_start() {
     ((failed == 0)) || { cat "$dir"/log/start-*.out >&2; die "a Flink start script failed (output above)"; }
   fi
   wait_ready "$name" "$dir" "$(rest_port_of "$dir")" "$tms"
+  STOP_ON_FAILURE=
   echo "http://127.0.0.1:$(rest_port_of "$dir")"
 }
 
@@ -279,6 +292,11 @@ wait_ready() { # name dir rest_port taskmanagers
     [[ -n $(pids_of_role "$dir" standalonesession) ]] || {
       tail -n 30 "$dir"/log/*standalonesession*.log "$dir"/log/start-*.out >&2 2>/dev/null || true
       die "JobManager of $name is not running (log above)"
+    }
+    # A TaskManager with an impossible memory setup exits at once; its reason is in its .out file.
+    (($(pids_of_role "$dir" taskexecutor | wc -l) >= want)) || {
+      tail -n 30 "$dir"/log/*taskexecutor*.out "$dir"/log/start-*.out >&2 2>/dev/null || true
+      die "a TaskManager of $name exited (output above)"
     }
     if (((SECONDS - started) / 5 != last_note)); then
       last_note=$(((SECONDS - started) / 5))
