@@ -18,6 +18,8 @@ final class TokenBucketLimiter implements RateLimiter<NumberSequenceSplit> {
     private static final long SPIN_FREE_NS = 1_000_000L;
     private static final long RATE_FILE_PERIOD_MS = 1000L;
     private static final long IDLE_RECHECK_MS = 100L;
+    /** Below this (records/s) a reader idles: a slot hours away would only overflow the clock. */
+    private static final double MIN_RATE = 1e-3;
     private static final CompletableFuture<Void> NOW = CompletableFuture.completedFuture(null);
 
     private final RateSchedule schedule;
@@ -74,11 +76,11 @@ final class TokenBucketLimiter implements RateLimiter<NumberSequenceSplit> {
         }
     }
 
-    /** Books the next slot; returns ns until it, or -1 while the rate is zero. */
+    /** Books the next slot; returns ns until it, or -1 while the rate is (about) zero. */
     private long reserve(int permits) {
         long nowNs = System.nanoTime();
         double rate = currentTotalRate() * share;
-        if (!(rate > 0)) {
+        if (!(rate >= MIN_RATE)) {
             nextFreeNs = Long.MIN_VALUE;
             return -1;
         }
