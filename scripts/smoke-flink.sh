@@ -3,7 +3,8 @@
 # install → build job → start a cluster (2 TMs × 2 slots) → upload and run the job at a fixed
 # rate (p=2) → wait RUNNING and records flowing → read latencyP95Ms and numRecordsInPerSecond →
 # stop-with-savepoint → rerun from it at p=3 → run → stop-with-savepoint (drain false) →
-# check-exactly-once.py → stop the cluster. Prints timings and the metric names the job exposes.
+# check-exactly-once.py → stop the cluster. Prints timings; writes them, the vertex list and the
+# job's metric names to <lab>/smoke/.
 #
 # Env: SMOKE_CLUSTER (default smoke), SMOKE_REST_PORT (28081), SMOKE_RPC_PORT (26123),
 # SMOKE_RATE (2000 rec/s), SMOKE_RUN_S (seconds per run, 30), SMOKE_KEEP=1 keeps the cluster,
@@ -12,7 +13,7 @@
 # exactly-once.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
   exit 0
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
