@@ -5,7 +5,7 @@
 # Usage: scripts/build-job.sh   (env: DEMETER_LAB, default <repo>/.lab). Prints the jar path.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,5p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
   exit 0
 fi
 repo_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

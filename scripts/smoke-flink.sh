@@ -13,7 +13,7 @@
 # exactly-once.
 set -euo pipefail
 if [[ ${1:-} == -h || ${1:-} == --help ]]; then
-  sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
   exit 0
 fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
