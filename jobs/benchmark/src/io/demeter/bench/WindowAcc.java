@@ -1,5 +1,7 @@
 package io.demeter.bench;
 
+import java.util.Arrays;
+
 /**
  * One key's tumbling window: count, event-time range, and the sequence numbers seen as runs
  * {@code first, first+step, …, last} (step = number of keys). A key receives the numbers of each
@@ -27,8 +29,8 @@ public class WindowAcc {
             }
         }
         if (runs == first.length) {
-            first = java.util.Arrays.copyOf(first, runs * 2);
-            last = java.util.Arrays.copyOf(last, runs * 2);
+            first = Arrays.copyOf(first, runs * 2);
+            last = Arrays.copyOf(last, runs * 2);
         }
         first[runs] = seq;
         last[runs] = seq;
