@@ -33,7 +33,7 @@ use crate::{Error, Result};
 pub const CAPACITY_BUSY_BAND: (f64, f64) = (0.05, 0.95);
 
 /// One measurement of a job running `config` at input rate `rate`.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Observation {
     pub config: JobConfig,
     pub rate: f64,

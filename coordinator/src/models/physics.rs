@@ -48,18 +48,27 @@ impl PhysicsPrior {
     /// Fits all scalars to `observations`. Never fails: with no usable rows a scalar keeps a
     /// neutral default (documented at each fit).
     pub fn fit(observations: &[Observation]) -> Self {
-        let log_capacity = fit_capacity(observations);
         let mut prior = PhysicsPrior {
-            log_capacity,
+            log_capacity: fit_capacity(observations),
             latency_base_ms: 50.0,
             latency_queue_k: 0.1,
             latency_window_s: 60.0,
             restart_s: 30.0,
             drain_factor: 1.0,
         };
-        prior.fit_latency(observations);
-        prior.fit_recovery(observations);
+        let capacities: Vec<f64> = observations
+            .iter()
+            .map(|o| prior.capacity(&o.config))
+            .collect();
+        prior.fit_dynamics(observations, &capacities);
         prior
+    }
+
+    /// Refits the latency and recovery scalars given the capacity believed for each
+    /// observation (e.g. a GP-corrected capacity rather than the log-linear one).
+    pub fn fit_dynamics(&mut self, observations: &[Observation], capacities: &[f64]) {
+        self.fit_latency(observations, capacities);
+        self.fit_recovery(observations, capacities);
     }
 
     pub fn capacity(&self, config: &JobConfig) -> f64 {
@@ -71,24 +80,31 @@ impl PhysicsPrior {
             .exp()
     }
 
-    pub fn utilisation(&self, config: &JobConfig, rate: f64) -> f64 {
-        rate.max(0.0) / self.capacity(config)
+    pub fn latency_ms(&self, config: &JobConfig, rate: f64) -> f64 {
+        self.latency_ms_at(self.capacity(config), rate)
     }
 
-    pub fn latency_ms(&self, config: &JobConfig, rate: f64) -> f64 {
+    pub fn recovery_s(&self, config: &JobConfig, rate: f64) -> f64 {
+        self.recovery_s_at(self.capacity(config), rate, config.checkpoint_interval_s)
+    }
+
+    /// Latency of a job with the given capacity at `rate`.
+    pub fn latency_ms_at(&self, capacity: f64, rate: f64) -> f64 {
+        let rho = rate.max(0.0) / capacity;
         latency_shape(
-            self.utilisation(config, rate),
+            rho,
             self.latency_base_ms,
             self.latency_queue_k,
             self.latency_window_s,
         )
     }
 
-    pub fn recovery_s(&self, config: &JobConfig, rate: f64) -> f64 {
+    /// Recovery time of a job with the given capacity and checkpoint interval at `rate`.
+    pub fn recovery_s_at(&self, capacity: f64, rate: f64, interval_s: u32) -> f64 {
         recovery_shape(
-            self.capacity(config),
+            capacity,
             rate,
-            config.checkpoint_interval_s,
+            interval_s,
             self.restart_s,
             self.drain_factor,
         )
@@ -96,10 +112,11 @@ impl PhysicsPrior {
 
     /// Latency: for each candidate (k, W) the best `ln base` is the median log residual; keep
     /// the pair with the smallest Huber loss. Without rows the defaults stay.
-    fn fit_latency(&mut self, observations: &[Observation]) {
+    fn fit_latency(&mut self, observations: &[Observation], capacities: &[f64]) {
         let rows: Vec<(f64, f64)> = observations
             .iter()
-            .map(|o| (self.utilisation(&o.config, o.rate), o.latency_p95_ms.ln()))
+            .zip(capacities)
+            .map(|(o, cap)| (o.rate.max(0.0) / cap, o.latency_p95_ms.ln()))
             .collect();
         if rows.is_empty() {
             return;
@@ -126,17 +143,13 @@ impl PhysicsPrior {
 
     /// Recovery: a grid over (restart, drain factor), Huber loss in log space. Without
     /// recovery measurements the defaults (30 s, 1.0) stay.
-    fn fit_recovery(&mut self, observations: &[Observation]) {
+    fn fit_recovery(&mut self, observations: &[Observation], capacities: &[f64]) {
         let rows: Vec<(f64, f64, u32, f64)> = observations
             .iter()
-            .filter_map(|o| {
+            .zip(capacities)
+            .filter_map(|(o, &cap)| {
                 let r = o.recovery_s?;
-                Some((
-                    self.capacity(&o.config),
-                    o.rate,
-                    o.config.checkpoint_interval_s,
-                    r.ln(),
-                ))
+                Some((cap, o.rate, o.config.checkpoint_interval_s, r.ln()))
             })
             .collect();
         if rows.is_empty() {

@@ -298,15 +298,39 @@ impl SearchSpace {
             rate / self.max_rate,
         ]
     }
+
+    /// Inverse of [`normalise`](Self::normalise), rounding to whole units: lets a prior mean
+    /// that thinks in configurations be evaluated at the GP's inputs.
+    pub fn denormalise(&self, x: &[f64]) -> (JobConfig, f64) {
+        let at = |i: usize| x.get(i).copied().unwrap_or(0.5);
+        let config = JobConfig {
+            parallelism: from_unit(&self.parallelism, at(0)),
+            slots_per_tm: from_unit(&self.slots_per_tm, at(1)),
+            tm_memory_mb: from_unit(&self.tm_memory_mb, at(2)),
+            tm_cpu_millis: from_unit(&self.tm_cpu_millis, at(3)),
+            checkpoint_interval_s: from_unit(&self.checkpoint_interval_s, at(4)),
+        };
+        (config, at(5) * self.max_rate)
+    }
+}
+
+fn extent(grid: &[u32]) -> (f64, f64) {
+    let lo = grid.iter().copied().min().unwrap_or(0);
+    let hi = grid.iter().copied().max().unwrap_or(0);
+    (f64::from(lo), f64::from(hi))
 }
 
 fn unit(grid: &[u32], value: u32) -> f64 {
-    let lo = grid.iter().copied().min().unwrap_or(0);
-    let hi = grid.iter().copied().max().unwrap_or(0);
+    let (lo, hi) = extent(grid);
     if hi == lo {
         return 0.5;
     }
-    (f64::from(value) - f64::from(lo)) / (f64::from(hi) - f64::from(lo))
+    (f64::from(value) - lo) / (hi - lo)
+}
+
+fn from_unit(grid: &[u32], u: f64) -> u32 {
+    let (lo, hi) = extent(grid);
+    to_u32(lo + u * (hi - lo)).unwrap_or(0).max(1)
 }
 
 #[cfg(test)]
@@ -387,6 +411,16 @@ mod tests {
             assert!(x[..5].iter().all(|v| (0.0..=1.0).contains(v)));
             assert!((x[5] - 0.5).abs() < 1e-12);
         }
+        for config in space.candidates() {
+            let (back, rate) = space.denormalise(&space.normalise(&config, 12_345.0));
+            assert_eq!(back, config);
+            assert!((rate - 12_345.0).abs() < 1e-6);
+        }
+        let off_grid: JobConfig = "p=30,slots=2,mem=1536m,cpu=0.5,ckpt=5".parse().unwrap();
+        assert_eq!(
+            space.denormalise(&space.normalise(&off_grid, 1.0)).0,
+            off_grid
+        );
         let smallest = space.normalise(&space.candidates()[0], 0.0);
         assert_eq!(smallest, [0.0; INPUT_DIMS]);
     }
