@@ -9,10 +9,9 @@
 use std::collections::HashSet;
 use std::time::Instant;
 
-use demeter_coordinator::models::gp::FitOptions;
 use demeter_coordinator::models::physics::PhysicsPrior;
 use demeter_coordinator::models::space::{JobConfig, SearchSpace};
-use demeter_coordinator::models::surrogate::{PriorMean, Qos, Surrogate};
+use demeter_coordinator::models::surrogate::{PriorMean, Qos, Surrogate, fit_options};
 use demeter_coordinator::twin::truth::GroundTruth;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
@@ -124,10 +123,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let test = test_points(&truth, &held_out, rates, tests, &mut rng);
                 feasible_share +=
                     test.iter().filter(|t| t.feasible).count() as f64 / test.len() as f64;
-                let options = FitOptions {
-                    seed,
-                    ..FitOptions::default()
-                };
+                let options = fit_options(seed);
                 for (method, out) in &mut scores {
                     let started = Instant::now();
                     let predict: Box<dyn Fn(&TestPoint) -> (f64, f64, bool)> = match method {

@@ -2,6 +2,8 @@
 
 use clap::{Parser, Subcommand};
 
+pub mod model;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "demeter-coordinator",
@@ -14,9 +16,14 @@ struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {}
+enum Command {
+    /// Fit the job models offline from observations and query them (fit, predict, pareto).
+    Model(model::ModelArgs),
+}
 
 pub fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    match cli.command {}
+    match cli.command {
+        Command::Model(args) => model::run(args),
+    }
 }

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand, ValueEnum};
 
-use demeter_coordinator::models::gp::FitOptions;
 use demeter_coordinator::models::observations::{parse_csv, to_csv};
 use demeter_coordinator::models::space::{JobConfig, SearchSpace};
 use demeter_coordinator::models::surrogate::{
     ConfigPrediction, Estimate, PriorMean, Qos, Surrogate, SurrogateSnapshot, feasible_pareto,
+    fit_options,
 };
 use demeter_coordinator::twin::truth::GroundTruth;
 use rand::SeedableRng;
@@ -209,10 +209,7 @@ fn load(source: &Source) -> anyhow::Result<Surrogate> {
         PriorArg::Physics => PriorMean::Physics,
         PriorArg::Plain => PriorMean::Plain,
     };
-    let options = FitOptions {
-        seed: source.seed,
-        ..FitOptions::default()
-    };
+    let options = fit_options(source.seed);
     tracing::info!(
         observations = observations.len(),
         ?prior,

@@ -4,4 +4,4 @@
 pub mod observations;
 pub mod physics;
 pub mod space;
-// pub mod surrogate;
+pub mod surrogate;

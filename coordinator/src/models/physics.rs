@@ -11,7 +11,7 @@
 //!   κ the checkpoint cost. Ridge terms pull α towards 1 and the rest towards 0, so two or three
 //!   observations already give a usable model.
 //! - **Latency** (p95): `base · (1 + k · ρ/(1 − ρ))` with utilisation `ρ = rate / capacity`,
-//!   continued linearly past ρ = 0.95, plus the backlog a measurement window `W` builds when
+//!   held at its ρ = 0.95 value beyond, plus the backlog a measurement window `W` builds when
 //!   ρ > 1 (`W · (ρ − 1)` seconds). Fitted: `base`, `k`, `W`.
 //! - **Recovery** after a failure: `restart + d · backlog / (capacity − rate)` where the backlog
 //!   is the input that arrived while restarting plus the replay since the last checkpoint
@@ -20,12 +20,12 @@
 use nalgebra::{DMatrix, DVector};
 use serde::{Deserialize, Serialize};
 
-use super::observations::Observation;
+use super::observations::{CAPACITY_BUSY_BAND, Observation};
 use super::space::JobConfig;
 
-/// Latencies above this (10 min) are "the job is not keeping up"; predictions are capped here so
+/// Latencies above this (1 min) mean "the job is not keeping up"; targets are capped here so
 /// log-space residuals stay bounded.
-pub const LATENCY_CAP_MS: f64 = 600_000.0;
+pub const LATENCY_CAP_MS: f64 = 60_000.0;
 /// Recovery times above this (1 h) mean "never catches up"; same reason.
 pub const RECOVERY_CAP_S: f64 = 3_600.0;
 
@@ -64,11 +64,18 @@ impl PhysicsPrior {
         prior
     }
 
-    /// Refits the latency and recovery scalars given the capacity believed for each
-    /// observation (e.g. a GP-corrected capacity rather than the log-linear one).
-    pub fn fit_dynamics(&mut self, observations: &[Observation], capacities: &[f64]) {
-        self.fit_latency(observations, capacities);
-        self.fit_recovery(observations, capacities);
+    /// Refits the latency and recovery scalars given the capacity the model believes for each
+    /// observation (e.g. a GP-corrected capacity rather than the log-linear one). Where an
+    /// observation measured its own utilisation (busy fraction) that measurement wins: the
+    /// shapes are then fitted on what the job really experienced, not on capacity-model errors.
+    pub fn fit_dynamics(&mut self, observations: &[Observation], model_capacities: &[f64]) {
+        let capacities: Vec<f64> = observations
+            .iter()
+            .zip(model_capacities)
+            .map(|(o, &model)| experienced_capacity(o, model))
+            .collect();
+        self.fit_latency(observations, &capacities);
+        self.fit_recovery(observations, &capacities);
     }
 
     pub fn capacity(&self, config: &JobConfig) -> f64 {
@@ -110,33 +117,48 @@ impl PhysicsPrior {
         )
     }
 
-    /// Latency: for each candidate (k, W) the best `ln base` is the median log residual; keep
-    /// the pair with the smallest Huber loss. Without rows the defaults stay.
+    /// Latency, in two steps so overload cannot distort the queueing shape: (base, k) on the
+    /// rows that were not saturated (a coarse then a fine grid), then the window `W` on the
+    /// saturated ones (busy fraction above the band, or ρ ≥ 1). Huber loss in log space.
+    /// Without rows the defaults stay.
     fn fit_latency(&mut self, observations: &[Observation], capacities: &[f64]) {
-        let rows: Vec<(f64, f64)> = observations
+        let (saturated, unsaturated): (Vec<(f64, f64)>, Vec<(f64, f64)>) = observations
             .iter()
             .zip(capacities)
             .map(|(o, cap)| (o.rate.max(0.0) / cap, o.latency_p95_ms.ln()))
-            .collect();
-        if rows.is_empty() {
-            return;
-        }
-        let mut best = f64::INFINITY;
-        for k in log_grid(1e-3, 10.0, 33) {
-            for window in log_grid(5.0, 600.0, 15) {
-                let shape: Vec<f64> = rows
-                    .iter()
-                    .map(|&(rho, _)| latency_shape(rho, 1.0, k, window).ln())
-                    .collect();
-                let offsets: Vec<f64> = rows.iter().zip(&shape).map(|(r, s)| r.1 - s).collect();
-                let ln_base = median(&offsets);
-                let loss = huber_loss(offsets.iter().map(|o| o - ln_base));
-                if loss < best {
-                    best = loss;
-                    self.latency_base_ms = ln_base.exp();
-                    self.latency_queue_k = k;
-                    self.latency_window_s = window;
+            .partition(|&(rho, _)| rho >= 1.0);
+        let loss = |rows: &[(f64, f64)], base: f64, k: f64, window: f64| {
+            huber_loss(
+                rows.iter()
+                    .map(|&(rho, ln_y)| ln_y - latency_shape(rho, base, k, window).ln()),
+            )
+        };
+        let window = self.latency_window_s;
+        if !unsaturated.is_empty() {
+            let mut best = (f64::INFINITY, self.latency_base_ms, self.latency_queue_k);
+            let mut bases: Vec<f64> = log_grid(5.0, 5_000.0, 31).collect();
+            let mut ks: Vec<f64> = log_grid(1e-3, 10.0, 29).collect();
+            for _refinement in 0..2 {
+                for &base in &bases {
+                    for &k in &ks {
+                        let l = loss(&unsaturated, base, k, window);
+                        if l < best.0 {
+                            best = (l, base, k);
+                        }
+                    }
                 }
+                bases = log_grid(best.1 / 1.3, best.1 * 1.3, 15).collect();
+                ks = log_grid(best.2 / 1.4, best.2 * 1.4, 15).collect();
+            }
+            (_, self.latency_base_ms, self.latency_queue_k) = best;
+        }
+        if !saturated.is_empty() {
+            let (base, k) = (self.latency_base_ms, self.latency_queue_k);
+            let fitted = log_grid(1.0, 1_000.0, 61)
+                .map(|w| (loss(&saturated, base, k, w), w))
+                .min_by(|a, b| a.0.total_cmp(&b.0));
+            if let Some((_, w)) = fitted {
+                self.latency_window_s = w;
             }
         }
     }
@@ -168,6 +190,22 @@ impl PhysicsPrior {
                 }
             }
         }
+    }
+}
+
+/// The capacity an observation ran with: measured (rate / busy) when the busy fraction is
+/// informative; when saturated, the model's belief but never more than the rate; otherwise the
+/// model's belief.
+fn experienced_capacity(observation: &Observation, model: f64) -> f64 {
+    if let Some(measured) = observation.capacity_estimate() {
+        return measured;
+    }
+    match observation.busy_fraction {
+        // Saturated: the job was at least fully loaded, ρ ≥ 1.
+        Some(busy) if busy > CAPACITY_BUSY_BAND.1 && observation.rate > 0.0 => {
+            model.min(observation.rate)
+        }
+        _ => model,
     }
 }
 
@@ -235,14 +273,11 @@ fn fit_capacity(observations: &[Observation]) -> [f64; CAPACITY_FEATURES] {
     coeffs
 }
 
-/// ρ/(1−ρ), continued linearly past the knee so it stays finite and monotone.
+/// ρ/(1−ρ), held constant past the knee: beyond it queueing is no longer the story, the
+/// backlog term is (keeping the two apart makes `k` and `W` identifiable).
 fn queue_factor(rho: f64) -> f64 {
-    let rho = rho.max(0.0);
-    if rho <= QUEUE_KNEE {
-        rho / (1.0 - rho)
-    } else {
-        QUEUE_KNEE / (1.0 - QUEUE_KNEE) + (rho - QUEUE_KNEE) / (1.0 - QUEUE_KNEE).powi(2)
-    }
+    let rho = rho.clamp(0.0, QUEUE_KNEE);
+    rho / (1.0 - rho)
 }
 
 fn latency_shape(rho: f64, base_ms: f64, k: f64, window_s: f64) -> f64 {

@@ -21,6 +21,19 @@ pub const UNFITTED_LOG_SD: f64 = 1.5;
 /// Fewer rows than this for an outcome and no GP is fitted (prior only).
 const MIN_ROWS: usize = 2;
 
+/// Hyperparameter search suited to these surrogates: a noise floor (outcomes are measured
+/// with noise; without a floor the GP may interpolate it) and lengthscales of at least a tenth
+/// of a grid's extent (shorter would treat neighbouring grid values as unrelated).
+pub fn fit_options(seed: u64) -> FitOptions {
+    let mut options = FitOptions {
+        seed,
+        ..FitOptions::default()
+    };
+    options.bounds.noise_variance.0 = 1e-2;
+    options.bounds.lengthscale.0 = 0.3;
+    options
+}
+
 /// Which prior mean the GPs use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -60,7 +73,11 @@ impl Estimate {
             return 0.0;
         }
         if self.log_sd <= 0.0 {
-            return if self.log_mean <= threshold.ln() { 1.0 } else { 0.0 };
+            return if self.log_mean <= threshold.ln() {
+                1.0
+            } else {
+                0.0
+            };
         }
         normal_cdf((threshold.ln() - self.log_mean) / self.log_sd)
     }
@@ -130,7 +147,13 @@ impl Surrogate {
         prior: PriorMean,
         options: &FitOptions,
     ) -> Result<Self> {
-        Self::build(space, observations, prior, PhysicsPrior::fit(observations), Hyper::Fit(options))
+        Self::build(
+            space,
+            observations,
+            prior,
+            PhysicsPrior::fit(observations),
+            Hyper::Fit(options),
+        )
     }
 
     pub fn from_snapshot(snapshot: &SurrogateSnapshot) -> Result<Self> {
@@ -359,7 +382,11 @@ impl CorrectedCapacity {
     }
 
     fn at(&self, x: &[f64]) -> f64 {
-        let learned = self.gp.as_ref().and_then(|gp| gp.predict(x).ok()).map(|p| p.mean.exp());
+        let learned = self
+            .gp
+            .as_ref()
+            .and_then(|gp| gp.predict(x).ok())
+            .map(|p| p.mean.exp());
         learned.unwrap_or_else(|| self.physics.capacity(&self.space.denormalise(x).0))
     }
 }
@@ -377,8 +404,12 @@ pub fn feasible_pareto<'a>(
         .collect();
     let dominated = |a: &ConfigPrediction| {
         feasible.iter().any(|b| {
-            let (ac, am, bc, bm) =
-                (a.total_cpu_cores(), a.total_memory_mb(), b.total_cpu_cores(), b.total_memory_mb());
+            let (ac, am, bc, bm) = (
+                a.total_cpu_cores(),
+                a.total_memory_mb(),
+                b.total_cpu_cores(),
+                b.total_memory_mb(),
+            );
             bc <= ac && bm <= am && (bc < ac || bm < am)
         })
     };

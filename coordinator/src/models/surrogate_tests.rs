@@ -28,7 +28,7 @@ fn quick_options() -> FitOptions {
     FitOptions {
         restarts: 1,
         max_iters: 40,
-        ..FitOptions::default()
+        ..fit_options(0)
     }
 }
 
@@ -43,7 +43,8 @@ fn normal_cdf_matches_known_values() {
 #[test]
 fn physics_surrogate_predicts_held_out_configs() {
     let (space, observations) = training(60, 1);
-    let model = Surrogate::fit(&space, &observations, PriorMean::Physics, &quick_options()).unwrap();
+    let model =
+        Surrogate::fit(&space, &observations, PriorMean::Physics, &quick_options()).unwrap();
     let truth = truth();
     let mut rng = StdRng::seed_from_u64(99);
     let held_out = truth.sample(&space.candidates(), (2_000.0, 40_000.0), 100, &mut rng);
@@ -52,10 +53,13 @@ fn physics_surrogate_predicts_held_out_configs() {
         let real = truth.outcomes(&o.config, o.rate);
         let predicted = model.predict(&o.config, o.rate).unwrap();
         if o.rate < 0.9 * real.capacity {
-            squared += (predicted.latency_p95_ms.median() / real.latency_p95_ms).ln().powi(2);
+            squared += (predicted.latency_p95_ms.median() / real.latency_p95_ms)
+                .ln()
+                .powi(2);
             n += 1;
         }
-        let feasible = real.latency_p95_ms <= QOS.latency_p95_ms && real.recovery_s <= QOS.recovery_s;
+        let feasible =
+            real.latency_p95_ms <= QOS.latency_p95_ms && real.recovery_s <= QOS.recovery_s;
         agree += usize::from((predicted.p_feasible(&QOS) >= 0.5) == feasible);
     }
     let rmse = (squared / f64::from(n)).sqrt();
@@ -86,7 +90,8 @@ fn outcomes_without_data_fall_back_to_an_uncertain_prior() {
     for o in &mut observations {
         o.recovery_s = None;
     }
-    let model = Surrogate::fit(&space, &observations, PriorMean::Physics, &quick_options()).unwrap();
+    let model =
+        Surrogate::fit(&space, &observations, PriorMean::Physics, &quick_options()).unwrap();
     let config = JobConfig::paper_default();
     let p = model.predict(&config, 10_000.0).unwrap();
     assert_eq!(p.recovery_s.log_sd, UNFITTED_LOG_SD);
@@ -123,4 +128,32 @@ fn pareto_keeps_only_feasible_undominated_configs() {
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(front[0].total_cpu_cores(), 4.0);
     assert_eq!(front[1].total_memory_mb(), 2048.0);
+}
+
+#[test]
+fn scratch_diag() {
+    let truth = truth();
+    for seed in [1, 2] {
+    let (space, observations) = training(60, seed);
+    for prior in [PriorMean::Physics, PriorMean::Plain] {
+        let model = Surrogate::fit(&space, &observations, prior, &fit_options(0)).unwrap();
+        for (name, h) in ["cap", "lat", "rec"].iter().zip(model.snapshot().hyperparameters) { if let Some(h) = h { println!("{name} {:?} sd {:.3} noise {:.3} off {:.2}", h.lengthscales.iter().map(|l| format!("{l:.2}")).collect::<Vec<_>>(), h.signal_variance.sqrt(), h.noise_variance.sqrt(), h.mean_offset); } }
+        let mut rng = StdRng::seed_from_u64(99);
+        let held_out = truth.sample(&space.candidates(), (2_000.0, 40_000.0), 200, &mut rng);
+        let (mut e_gp, mut e_prior, mut e_cap, mut e_capprior, mut n) = (0.0, 0.0, 0.0, 0.0, 0);
+        for o in &held_out {
+            let real = truth.outcomes(&o.config, o.rate);
+            if o.rate > 0.9 * real.capacity { continue; }
+            let p = model.predict(&o.config, o.rate).unwrap();
+            let pr = model.physics().latency_ms(&o.config, o.rate);
+            e_gp += (p.latency_p95_ms.median() / real.latency_p95_ms).ln().powi(2);
+            e_prior += (pr / real.latency_p95_ms).ln().powi(2);
+            e_cap += (p.capacity.median() / real.capacity).ln().powi(2);
+            e_capprior += (model.physics().capacity(&o.config) / real.capacity).ln().powi(2);
+            n += 1;
+        }
+        let r = |e: f64| (e / n as f64).sqrt();
+        println!("seed {seed} {prior:?}: n {n} lat gp {:.3} prior {:.3} | cap gp {:.3} prior {:.3}", r(e_gp), r(e_prior), r(e_cap), r(e_capprior));
+    }
+    }
 }
