@@ -2,5 +2,6 @@
 //! The binary in `main.rs` is a thin shell around it.
 
 pub mod error;
+pub mod models;
 
 pub use error::{Error, Result};
