@@ -11,6 +11,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::gp::{FitOptions, Gp, Hyperparameters, MeanFn, ZeroMean};
+use super::mobo::ehvi::normal_cdf;
+use super::mobo::pareto_front_indices;
 use super::observations::Observation;
 use super::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S};
 use super::space::{JobConfig, SearchSpace};
@@ -398,55 +400,27 @@ pub fn feasible_pareto<'a>(
     qos: &Qos,
     min_probability: f64,
 ) -> Vec<&'a ConfigPrediction> {
-    let feasible: Vec<&ConfigPrediction> = predictions
+    let mut feasible: Vec<(f64, &ConfigPrediction)> = predictions
         .iter()
-        .filter(|p| p.p_feasible(qos) >= min_probability)
+        .map(|p| (p.p_feasible(qos), p))
+        .filter(|(probability, _)| *probability >= min_probability)
         .collect();
-    let dominated = |a: &ConfigPrediction| {
-        feasible.iter().any(|b| {
-            let (ac, am, bc, bm) = (
-                a.total_cpu_cores(),
-                a.total_memory_mb(),
-                b.total_cpu_cores(),
-                b.total_memory_mb(),
-            );
-            bc <= ac && bm <= am && (bc < ac || bm < am)
-        })
-    };
-    let mut front: Vec<&ConfigPrediction> =
-        feasible.iter().copied().filter(|p| !dominated(p)).collect();
+    // Equal cost, different configs: the front keeps the first, so the likeliest goes first.
+    feasible.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let costs: Vec<Vec<f64>> = feasible
+        .iter()
+        .map(|(_, p)| vec![p.total_cpu_cores(), p.total_memory_mb()])
+        .collect();
+    let mut front: Vec<&ConfigPrediction> = pareto_front_indices(&costs)
+        .into_iter()
+        .map(|i| feasible[i].1)
+        .collect();
     front.sort_by(|a, b| {
         a.total_cpu_cores()
             .total_cmp(&b.total_cpu_cores())
             .then(a.total_memory_mb().total_cmp(&b.total_memory_mb()))
-            .then(b.p_feasible(qos).total_cmp(&a.p_feasible(qos)))
-    });
-    // Equal cost, different configs: keep the most likely to be feasible only.
-    front.dedup_by(|b, a| {
-        a.total_cpu_cores() == b.total_cpu_cores() && a.total_memory_mb() == b.total_memory_mb()
     });
     front
-}
-
-/// Standard normal CDF via erfc (W. J. Cody's rational approximation as in Numerical Recipes,
-/// |relative error| < 1.2e-7 — ample for a probability of feasibility).
-pub fn normal_cdf(z: f64) -> f64 {
-    0.5 * erfc(-z / std::f64::consts::SQRT_2)
-}
-
-fn erfc(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let poly = -z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77))))))));
-    let r = t * poly.exp();
-    if x >= 0.0 { r } else { 2.0 - r }
 }
 
 #[cfg(test)]
