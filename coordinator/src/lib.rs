@@ -5,6 +5,8 @@ pub mod config;
 pub mod error;
 pub mod flink;
 pub mod ingest;
+pub mod models;
 pub mod store;
+pub mod twin;
 
 pub use error::{Error, FlinkErrorKind, Result};

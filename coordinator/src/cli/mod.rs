@@ -2,6 +2,7 @@
 
 mod agents;
 mod certs;
+mod model;
 mod serve;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +28,8 @@ enum Command {
     Certs(certs::CertsArgs),
     /// List the agents connected to a running coordinator.
     Agents(agents::AgentsArgs),
+    /// Fit the job models offline from observations and query them (fit, predict, pareto).
+    Model(model::ModelArgs),
 }
 
 pub fn run() -> anyhow::Result<()> {
@@ -34,5 +37,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Run(args) => serve::run(args),
         Command::Certs(args) => certs::run(args),
         Command::Agents(args) => agents::run(args),
+        Command::Model(args) => model::run(args),
     }
 }

@@ -1,0 +1,128 @@
+//! ARD Matérn-5/2 kernel. Inputs are divided by their lengthscales once ("scaled"), so every
+//! kernel evaluation is a plain Euclidean distance; this is what makes batch prediction cheap.
+
+use nalgebra::DMatrix;
+
+const SQRT5: f64 = 2.236_067_977_499_79;
+
+/// Matérn-5/2 correlation as a function of the scaled distance `r` (1 at r = 0).
+#[inline]
+pub fn matern52(r: f64) -> f64 {
+    let s = SQRT5 * r;
+    (1.0 + s + s * s / 3.0) * (-s).exp()
+}
+
+/// `-(1/r) d matern52 / dr`, finite at r = 0; the lengthscale gradient is this times `Δ²/l²`.
+#[inline]
+pub fn matern52_radial_derivative(r: f64) -> f64 {
+    let s = SQRT5 * r;
+    5.0 / 3.0 * (1.0 + s) * (-s).exp()
+}
+
+/// ARD Matérn-5/2 with a signal variance; the Gaussian noise lives in the GP, not here.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Matern52 {
+    lengthscales: Vec<f64>,
+    variance: f64,
+}
+
+impl Matern52 {
+    pub fn new(lengthscales: Vec<f64>, variance: f64) -> Self {
+        Self {
+            lengthscales,
+            variance,
+        }
+    }
+
+    pub fn lengthscales(&self) -> &[f64] {
+        &self.lengthscales
+    }
+
+    pub fn variance(&self) -> f64 {
+        self.variance
+    }
+
+    pub fn dim(&self) -> usize {
+        self.lengthscales.len()
+    }
+
+    /// k(a, b) on unscaled inputs.
+    pub fn eval(&self, a: &[f64], b: &[f64]) -> f64 {
+        let r2: f64 = a
+            .iter()
+            .zip(b)
+            .zip(&self.lengthscales)
+            .map(|((x, y), l)| ((x - y) / l).powi(2))
+            .sum();
+        self.variance * matern52(r2.sqrt())
+    }
+
+    /// Rows of `xs` divided by the lengthscales, as an `m × d` matrix.
+    pub fn scale_rows<X: AsRef<[f64]>>(&self, xs: &[X]) -> DMatrix<f64> {
+        let d = self.dim();
+        DMatrix::from_fn(xs.len(), d, |i, k| xs[i].as_ref()[k] / self.lengthscales[k])
+    }
+
+    /// Cross-covariance `K(A, B)` (`m × n`) between already scaled row sets.
+    /// Squared distances come from one matrix product (`|a|² + |b|² − 2 a·b`), which runs at
+    /// GEMM speed instead of `m·n·d` scalar loops.
+    pub fn cross_scaled(&self, a: &DMatrix<f64>, b: &DMatrix<f64>) -> DMatrix<f64> {
+        let a_norms: Vec<f64> = a.row_iter().map(|r| r.norm_squared()).collect();
+        let b_norms: Vec<f64> = b.row_iter().map(|r| r.norm_squared()).collect();
+        let mut k = a * b.transpose();
+        for (j, &bj) in b_norms.iter().enumerate() {
+            for (i, v) in k.column_mut(j).iter_mut().enumerate() {
+                let r2 = (a_norms[i] + bj - 2.0 * *v).max(0.0);
+                *v = self.variance * matern52(r2.sqrt());
+            }
+        }
+        k
+    }
+
+    /// Symmetric `K(X, X)` on scaled rows, exact distances (no cancellation on the diagonal).
+    pub fn gram_scaled(&self, x: &DMatrix<f64>) -> DMatrix<f64> {
+        let n = x.nrows();
+        let mut k = DMatrix::zeros(n, n);
+        for j in 0..n {
+            k[(j, j)] = self.variance;
+            for i in (j + 1)..n {
+                let r2: f64 = (0..x.ncols())
+                    .map(|c| (x[(i, c)] - x[(j, c)]).powi(2))
+                    .sum();
+                let v = self.variance * matern52(r2.sqrt());
+                k[(i, j)] = v;
+                k[(j, i)] = v;
+            }
+        }
+        k
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cross_matches_pointwise_eval() {
+        let kern = Matern52::new(vec![0.3, 1.7], 2.5);
+        let a = [[0.1, 0.9], [0.5, 0.5], [0.0, 0.0]];
+        let b = [[0.2, 0.8], [1.0, 0.0]];
+        let k = kern.cross_scaled(&kern.scale_rows(&a), &kern.scale_rows(&b));
+        for (i, ai) in a.iter().enumerate() {
+            for (j, bj) in b.iter().enumerate() {
+                assert!((k[(i, j)] - kern.eval(ai, bj)).abs() < 1e-12);
+            }
+        }
+        assert!((kern.eval(&a[0], &a[0]) - 2.5).abs() < 1e-15);
+    }
+
+    #[test]
+    fn radial_derivative_matches_finite_difference() {
+        for &r in &[0.05, 0.4, 1.3] {
+            let h = 1e-6;
+            let fd = (matern52(r + h) - matern52(r - h)) / (2.0 * h);
+            assert!((-fd / r - matern52_radial_derivative(r)).abs() < 1e-6);
+        }
+    }
+}

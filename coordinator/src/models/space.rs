@@ -1,0 +1,427 @@
+//! The configuration of a managed Flink job and the discrete space Demeter searches.
+//!
+//! A [`JobConfig`] is what a reconfiguration changes: parallelism, task slots per TaskManager,
+//! TaskManager memory and CPU, and the checkpoint interval. Its cost (total CPU and memory) is a
+//! *known* function of the configuration, so it is computed here, not learned.
+//!
+//! A [`SearchSpace`] is a grid per dimension (after the Demeter paper's artifact) plus validity
+//! rules, loaded from TOML so a job's registration can carry it. It also maps
+//! (configuration, rate) to the Gaussian process' unit-cube inputs.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, Result};
+
+/// Number of GP input dimensions: five configuration dimensions and the input rate.
+pub const INPUT_DIMS: usize = 6;
+
+/// One deployable configuration of a job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JobConfig {
+    pub parallelism: u32,
+    pub slots_per_tm: u32,
+    pub tm_memory_mb: u32,
+    /// CPU per TaskManager in thousandths of a core (integer so configs can be hashed and compared).
+    pub tm_cpu_millis: u32,
+    pub checkpoint_interval_s: u32,
+}
+
+impl JobConfig {
+    /// TaskManagers needed: Flink fills every slot of a TaskManager before starting another.
+    pub fn task_managers(&self) -> u32 {
+        self.parallelism.div_ceil(self.slots_per_tm.max(1))
+    }
+
+    pub fn tm_cpu_cores(&self) -> f64 {
+        f64::from(self.tm_cpu_millis) / 1000.0
+    }
+
+    /// Total CPU cores allocated to the job (the first cost objective).
+    pub fn total_cpu_cores(&self) -> f64 {
+        f64::from(self.task_managers()) * self.tm_cpu_cores()
+    }
+
+    /// Total memory allocated to the job in MB (the second cost objective).
+    pub fn total_memory_mb(&self) -> f64 {
+        f64::from(self.task_managers()) * f64::from(self.tm_memory_mb)
+    }
+
+    /// Memory each slot gets; what the job's state and buffers actually have to live in.
+    pub fn memory_per_slot_mb(&self) -> f64 {
+        f64::from(self.tm_memory_mb) / f64::from(self.slots_per_tm.max(1))
+    }
+
+    /// CPU each slot gets; slots of one TaskManager share its cores.
+    pub fn cpu_per_slot(&self) -> f64 {
+        self.tm_cpu_cores() / f64::from(self.slots_per_tm.max(1))
+    }
+
+    /// The paper's default and fallback: 24 × (1 CPU, 4 GB, 1 slot), 10 s checkpoints.
+    pub fn paper_default() -> Self {
+        JobConfig {
+            parallelism: 24,
+            slots_per_tm: 1,
+            tm_memory_mb: 4096,
+            tm_cpu_millis: 1000,
+            checkpoint_interval_s: 10,
+        }
+    }
+}
+
+impl fmt::Display for JobConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "p={},slots={},mem={}m,cpu={},ckpt={}s",
+            self.parallelism,
+            self.slots_per_tm,
+            self.tm_memory_mb,
+            self.tm_cpu_cores(),
+            self.checkpoint_interval_s
+        )
+    }
+}
+
+impl FromStr for JobConfig {
+    type Err = Error;
+
+    /// Parses `p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s` (any order; `mem` accepts `m`/`g`
+    /// suffixes or plain MB, `ckpt` an optional `s`).
+    fn from_str(text: &str) -> Result<Self> {
+        let bad = |message: String| Error::Model(format!("configuration {text:?}: {message}"));
+        let mut fields: [Option<u32>; 5] = [None; 5];
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (key, value) = part
+                .split_once('=')
+                .ok_or_else(|| bad(format!("{part:?} is not key=value")))?;
+            let value = value.trim();
+            let (slot, parsed) = match key.trim() {
+                "p" | "parallelism" => (0, parse_u32(value)),
+                "slots" => (1, parse_u32(value)),
+                "mem" | "memory" => (2, parse_memory_mb(value)),
+                "cpu" => (3, parse_cpu_millis(value)),
+                "ckpt" | "checkpoint" => (4, parse_u32(value.strip_suffix('s').unwrap_or(value))),
+                other => return Err(bad(format!("unknown key {other:?}"))),
+            };
+            fields[slot] = Some(parsed.ok_or_else(|| bad(format!("bad value in {part:?}")))?);
+        }
+        let names = ["p", "slots", "mem", "cpu", "ckpt"];
+        let mut values = [0u32; 5];
+        for (i, field) in fields.iter().enumerate() {
+            values[i] = field.ok_or_else(|| bad(format!("missing {}", names[i])))?;
+        }
+        let config = JobConfig {
+            parallelism: values[0],
+            slots_per_tm: values[1],
+            tm_memory_mb: values[2],
+            tm_cpu_millis: values[3],
+            checkpoint_interval_s: values[4],
+        };
+        if values.contains(&0) {
+            return Err(bad("every value must be positive".into()));
+        }
+        Ok(config)
+    }
+}
+
+fn parse_u32(text: &str) -> Option<u32> {
+    text.parse().ok()
+}
+
+fn parse_memory_mb(text: &str) -> Option<u32> {
+    let lower = text.to_ascii_lowercase();
+    if let Some(gb) = lower.strip_suffix('g') {
+        let gb: f64 = gb.parse().ok()?;
+        return to_u32(gb * 1024.0);
+    }
+    parse_u32(lower.strip_suffix('m').unwrap_or(&lower))
+}
+
+fn parse_cpu_millis(text: &str) -> Option<u32> {
+    let cores: f64 = text.parse().ok()?;
+    to_u32(cores * 1000.0)
+}
+
+fn to_u32(value: f64) -> Option<u32> {
+    let rounded = value.round();
+    (rounded.is_finite() && rounded >= 0.0 && rounded <= f64::from(u32::MAX))
+        .then_some(rounded as u32)
+}
+
+/// The grid Demeter chooses configurations from, and the rules a configuration must obey.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SearchSpace {
+    pub parallelism: Vec<u32>,
+    pub slots_per_tm: Vec<u32>,
+    pub tm_memory_mb: Vec<u32>,
+    pub tm_cpu_millis: Vec<u32>,
+    pub checkpoint_interval_s: Vec<u32>,
+    /// The job's max parallelism (key groups): Flink cannot rescale beyond it.
+    pub max_parallelism: u32,
+    /// Upper bound on TaskManagers the cluster can host.
+    pub max_task_managers: u32,
+    /// Below this a slot cannot hold the job's working set; such configs are never proposed.
+    pub min_memory_per_slot_mb: u32,
+    /// Input rate (events/s) that maps to 1.0 on the GP's rate axis; rates above it extrapolate.
+    pub max_rate: f64,
+}
+
+impl Default for SearchSpace {
+    /// The Demeter paper's grid: 5 × 4 × 4 × 3 × 5 = 1,200 configurations.
+    fn default() -> Self {
+        SearchSpace {
+            parallelism: vec![8, 12, 16, 20, 24],
+            slots_per_tm: vec![1, 2, 3, 4],
+            tm_memory_mb: vec![1024, 2048, 3072, 4096],
+            tm_cpu_millis: vec![1000, 2000, 3000],
+            checkpoint_interval_s: vec![10, 30, 50, 70, 90],
+            max_parallelism: 128,
+            max_task_managers: 24,
+            min_memory_per_slot_mb: 256,
+            max_rate: 40_000.0,
+        }
+    }
+}
+
+impl SearchSpace {
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let space: SearchSpace =
+            toml::from_str(text).map_err(|e| Error::Model(format!("search space: {e}")))?;
+        space.check()?;
+        Ok(space)
+    }
+
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string(self).map_err(|e| Error::Model(format!("search space: {e}")))
+    }
+
+    /// Rejects a space no configuration could come from.
+    pub fn check(&self) -> Result<()> {
+        let dims: [(&str, &[u32]); 5] = [
+            ("parallelism", &self.parallelism),
+            ("slots_per_tm", &self.slots_per_tm),
+            ("tm_memory_mb", &self.tm_memory_mb),
+            ("tm_cpu_millis", &self.tm_cpu_millis),
+            ("checkpoint_interval_s", &self.checkpoint_interval_s),
+        ];
+        for (name, grid) in dims {
+            if grid.is_empty() || grid.contains(&0) {
+                return Err(Error::Model(format!(
+                    "search space: {name} must list positive values"
+                )));
+            }
+        }
+        if !(self.max_rate.is_finite() && self.max_rate > 0.0) {
+            return Err(Error::Model(
+                "search space: max_rate must be positive".into(),
+            ));
+        }
+        if self.candidates().is_empty() {
+            return Err(Error::Model(
+                "search space: no configuration satisfies the validity rules".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why `config` may not be deployed, or `None` if it may (it need not lie on the grid:
+    /// observations of hand-made configurations are still valid data).
+    pub fn violation(&self, config: &JobConfig) -> Option<String> {
+        if config.parallelism == 0 || config.slots_per_tm == 0 {
+            return Some("parallelism and slots must be positive".into());
+        }
+        if config.tm_cpu_millis == 0 || config.checkpoint_interval_s == 0 {
+            return Some("CPU and checkpoint interval must be positive".into());
+        }
+        if config.parallelism > self.max_parallelism {
+            return Some(format!(
+                "parallelism above max parallelism {}",
+                self.max_parallelism
+            ));
+        }
+        if config.task_managers() > self.max_task_managers {
+            return Some(format!("more than {} TaskManagers", self.max_task_managers));
+        }
+        if config.memory_per_slot_mb() < f64::from(self.min_memory_per_slot_mb) {
+            return Some(format!(
+                "less than {} MB per slot",
+                self.min_memory_per_slot_mb
+            ));
+        }
+        None
+    }
+
+    pub fn is_valid(&self, config: &JobConfig) -> bool {
+        self.violation(config).is_none()
+    }
+
+    /// Every valid configuration on the grid, in a stable order.
+    pub fn candidates(&self) -> Vec<JobConfig> {
+        let mut out = Vec::new();
+        for &parallelism in &self.parallelism {
+            for &slots_per_tm in &self.slots_per_tm {
+                for &tm_memory_mb in &self.tm_memory_mb {
+                    for &tm_cpu_millis in &self.tm_cpu_millis {
+                        for &checkpoint_interval_s in &self.checkpoint_interval_s {
+                            let config = JobConfig {
+                                parallelism,
+                                slots_per_tm,
+                                tm_memory_mb,
+                                tm_cpu_millis,
+                                checkpoint_interval_s,
+                            };
+                            if self.is_valid(&config) {
+                                out.push(config);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Maps (config, rate) to the GP's inputs: each grid dimension scaled to [0, 1] by its
+    /// grid's extent, the rate by `max_rate`. Off-grid values land outside [0, 1], which is
+    /// extrapolation, not an error.
+    pub fn normalise(&self, config: &JobConfig, rate: f64) -> [f64; INPUT_DIMS] {
+        [
+            unit(&self.parallelism, config.parallelism),
+            unit(&self.slots_per_tm, config.slots_per_tm),
+            unit(&self.tm_memory_mb, config.tm_memory_mb),
+            unit(&self.tm_cpu_millis, config.tm_cpu_millis),
+            unit(&self.checkpoint_interval_s, config.checkpoint_interval_s),
+            rate / self.max_rate,
+        ]
+    }
+
+    /// Inverse of [`normalise`](Self::normalise), rounding to whole units: lets a prior mean
+    /// that thinks in configurations be evaluated at the GP's inputs.
+    pub fn denormalise(&self, x: &[f64]) -> (JobConfig, f64) {
+        let at = |i: usize| x.get(i).copied().unwrap_or(0.5);
+        let config = JobConfig {
+            parallelism: from_unit(&self.parallelism, at(0)),
+            slots_per_tm: from_unit(&self.slots_per_tm, at(1)),
+            tm_memory_mb: from_unit(&self.tm_memory_mb, at(2)),
+            tm_cpu_millis: from_unit(&self.tm_cpu_millis, at(3)),
+            checkpoint_interval_s: from_unit(&self.checkpoint_interval_s, at(4)),
+        };
+        (config, at(5) * self.max_rate)
+    }
+}
+
+fn extent(grid: &[u32]) -> (f64, f64) {
+    let lo = grid.iter().copied().min().unwrap_or(0);
+    let hi = grid.iter().copied().max().unwrap_or(0);
+    (f64::from(lo), f64::from(hi))
+}
+
+fn unit(grid: &[u32], value: u32) -> f64 {
+    let (lo, hi) = extent(grid);
+    if hi == lo {
+        return 0.5;
+    }
+    (f64::from(value) - lo) / (hi - lo)
+}
+
+fn from_unit(grid: &[u32], u: f64) -> u32 {
+    let (lo, hi) = extent(grid);
+    to_u32(lo + u * (hi - lo)).unwrap_or(0).max(1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_and_parse_round_trip() {
+        let config: JobConfig = "p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s".parse().unwrap();
+        assert_eq!(config.tm_cpu_millis, 1500);
+        assert_eq!(
+            config.to_string(),
+            "p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s"
+        );
+        let other: JobConfig = "ckpt=30, cpu=1.5, mem=2g, slots=2, p=12".parse().unwrap();
+        assert_eq!(config, other);
+    }
+
+    #[test]
+    fn parse_rejects_missing_unknown_and_zero() {
+        assert!(
+            "p=12,slots=2,mem=2048m,cpu=1.5"
+                .parse::<JobConfig>()
+                .is_err()
+        );
+        assert!(
+            "p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s,x=1"
+                .parse::<JobConfig>()
+                .is_err()
+        );
+        assert!(
+            "p=0,slots=2,mem=2048m,cpu=1.5,ckpt=30s"
+                .parse::<JobConfig>()
+                .is_err()
+        );
+        assert!(
+            "p=12,slots=two,mem=2048m,cpu=1.5,ckpt=30s"
+                .parse::<JobConfig>()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn cost_follows_task_managers() {
+        let config: JobConfig = "p=10,slots=4,mem=2g,cpu=1.5,ckpt=30".parse().unwrap();
+        assert_eq!(config.task_managers(), 3);
+        assert!((config.total_cpu_cores() - 4.5).abs() < 1e-12);
+        assert!((config.total_memory_mb() - 6144.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn default_space_is_the_papers_grid() {
+        let space = SearchSpace::default();
+        assert!(space.candidates().len() >= 840);
+        assert!(space.candidates().contains(&JobConfig::paper_default()));
+        let round_trip = SearchSpace::from_toml(&space.to_toml().unwrap()).unwrap();
+        assert_eq!(space, round_trip);
+    }
+
+    #[test]
+    fn validity_rules_exclude_configs() {
+        let space = SearchSpace {
+            max_parallelism: 16,
+            ..SearchSpace::default()
+        };
+        assert!(space.candidates().iter().all(|c| c.parallelism <= 16));
+        let starved: JobConfig = "p=8,slots=4,mem=512m,cpu=1,ckpt=10".parse().unwrap();
+        assert!(space.violation(&starved).is_some());
+        let empty = "parallelism = [64]\nmax_parallelism = 32\n";
+        assert!(SearchSpace::from_toml(empty).is_err());
+    }
+
+    #[test]
+    fn normalise_maps_grid_to_unit_cube() {
+        let space = SearchSpace::default();
+        for config in space.candidates() {
+            let x = space.normalise(&config, 20_000.0);
+            assert!(x[..5].iter().all(|v| (0.0..=1.0).contains(v)));
+            assert!((x[5] - 0.5).abs() < 1e-12);
+        }
+        for config in space.candidates() {
+            let (back, rate) = space.denormalise(&space.normalise(&config, 12_345.0));
+            assert_eq!(back, config);
+            assert!((rate - 12_345.0).abs() < 1e-6);
+        }
+        let off_grid: JobConfig = "p=30,slots=2,mem=1536m,cpu=0.5,ckpt=5".parse().unwrap();
+        assert_eq!(
+            space.denormalise(&space.normalise(&off_grid, 1.0)).0,
+            off_grid
+        );
+        let smallest = space.normalise(&space.candidates()[0], 0.0);
+        assert_eq!(smallest, [0.0; INPUT_DIMS]);
+    }
+}

@@ -1,0 +1,428 @@
+//! The per-objective surrogate set: one GP per learned outcome (capacity, p95 latency, recovery
+//! time), each on the log of the outcome with a physics prior mean (or, for comparison, none),
+//! plus the known cost. Predicts everything about a configuration at a rate, with uncertainty.
+//!
+//! The priors are chained: the capacity GP corrects the log-linear capacity prior, and the
+//! latency and recovery priors are evaluated at that *corrected* capacity — so a busy-fraction
+//! measurement at any load sharpens the latency and recovery predictions of nearby configs too.
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::gp::{FitOptions, Gp, Hyperparameters, MeanFn, ZeroMean};
+use super::mobo::ehvi::normal_cdf;
+use super::mobo::pareto_front_indices;
+use super::observations::Observation;
+use super::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S};
+use super::space::{JobConfig, SearchSpace};
+use crate::Result;
+
+/// Log-space standard deviation reported for an outcome no observation has informed yet.
+pub const UNFITTED_LOG_SD: f64 = 1.5;
+/// Fewer rows than this for an outcome and no GP is fitted (prior only).
+const MIN_ROWS: usize = 2;
+
+/// Hyperparameter search suited to these surrogates: a noise floor (outcomes are measured
+/// with noise; without a floor the GP may interpolate it) and lengthscales of at least a tenth
+/// of a grid's extent (shorter would treat neighbouring grid values as unrelated).
+pub fn fit_options(seed: u64) -> FitOptions {
+    let mut options = FitOptions {
+        seed,
+        ..FitOptions::default()
+    };
+    options.bounds.noise_variance.0 = 1e-2;
+    options.bounds.lengthscale.0 = 0.3;
+    options
+}
+
+/// Which prior mean the GPs use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PriorMean {
+    /// Physics-informed (the design's choice).
+    Physics,
+    /// A constant learned by the GP: the black-box baseline.
+    Plain,
+}
+
+/// Absolute, user-stated QoS (design §2.3).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Qos {
+    pub latency_p95_ms: f64,
+    pub recovery_s: f64,
+}
+
+/// A log-normal belief about a positive outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub log_mean: f64,
+    pub log_sd: f64,
+}
+
+impl Estimate {
+    pub fn median(&self) -> f64 {
+        self.log_mean.exp()
+    }
+
+    /// The value `z` standard deviations above the median (negative `z`: below).
+    pub fn at_sigma(&self, z: f64) -> f64 {
+        (self.log_mean + z * self.log_sd).exp()
+    }
+
+    pub fn prob_at_most(&self, threshold: f64) -> f64 {
+        if threshold <= 0.0 {
+            return 0.0;
+        }
+        if self.log_sd <= 0.0 {
+            return if self.log_mean <= threshold.ln() {
+                1.0
+            } else {
+                0.0
+            };
+        }
+        normal_cdf((threshold.ln() - self.log_mean) / self.log_sd)
+    }
+}
+
+/// What the model believes about `config` at `rate`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ConfigPrediction {
+    pub config: JobConfig,
+    pub rate: f64,
+    pub capacity: Estimate,
+    pub latency_p95_ms: Estimate,
+    pub recovery_s: Estimate,
+}
+
+impl ConfigPrediction {
+    /// Probability that both QoS bounds hold (latency and recovery treated as independent).
+    pub fn p_feasible(&self, qos: &Qos) -> f64 {
+        self.latency_p95_ms.prob_at_most(qos.latency_p95_ms)
+            * self.recovery_s.prob_at_most(qos.recovery_s)
+    }
+
+    pub fn total_cpu_cores(&self) -> f64 {
+        self.config.total_cpu_cores()
+    }
+
+    pub fn total_memory_mb(&self) -> f64 {
+        self.config.total_memory_mb()
+    }
+}
+
+/// The learned outcomes, in the order the surrogate stores their GPs.
+const OUTCOMES: [&str; 3] = ["capacity", "latency_p95_ms", "recovery_s"];
+
+/// Everything needed to rebuild a fitted surrogate without refitting hyperparameters
+/// (what `model fit --save` writes).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SurrogateSnapshot {
+    pub space: SearchSpace,
+    pub prior: PriorMean,
+    pub physics: PhysicsPrior,
+    pub observations: Vec<Observation>,
+    /// Per outcome (capacity, latency, recovery); `None` where no GP was fitted.
+    pub hyperparameters: Vec<Option<Hyperparameters>>,
+}
+
+/// Fitted surrogates for one job.
+#[derive(Debug, Clone)]
+pub struct Surrogate {
+    space: SearchSpace,
+    prior: PriorMean,
+    physics: PhysicsPrior,
+    observations: Vec<Observation>,
+    gps: [Option<Gp>; 3],
+}
+
+/// Either fit hyperparameters or reuse saved ones.
+enum Hyper<'a> {
+    Fit(&'a FitOptions),
+    Fixed(&'a [Option<Hyperparameters>]),
+}
+
+impl Surrogate {
+    pub fn fit(
+        space: &SearchSpace,
+        observations: &[Observation],
+        prior: PriorMean,
+        options: &FitOptions,
+    ) -> Result<Self> {
+        Self::build(
+            space,
+            observations,
+            prior,
+            PhysicsPrior::fit(observations),
+            Hyper::Fit(options),
+        )
+    }
+
+    pub fn from_snapshot(snapshot: &SurrogateSnapshot) -> Result<Self> {
+        Self::build(
+            &snapshot.space,
+            &snapshot.observations,
+            snapshot.prior,
+            snapshot.physics.clone(),
+            Hyper::Fixed(&snapshot.hyperparameters),
+        )
+    }
+
+    pub fn snapshot(&self) -> SurrogateSnapshot {
+        SurrogateSnapshot {
+            space: self.space.clone(),
+            prior: self.prior,
+            physics: self.physics.clone(),
+            observations: self.observations.clone(),
+            hyperparameters: self
+                .gps
+                .iter()
+                .map(|gp| gp.as_ref().map(|g| g.hyperparameters().clone()))
+                .collect(),
+        }
+    }
+
+    fn build(
+        space: &SearchSpace,
+        observations: &[Observation],
+        prior: PriorMean,
+        mut physics: PhysicsPrior,
+        hyper: Hyper<'_>,
+    ) -> Result<Self> {
+        let x = |o: &Observation| space.normalise(&o.config, o.rate).to_vec();
+        let fit = |index: usize, rows: Vec<(Vec<f64>, f64)>, mean: Arc<dyn MeanFn>| {
+            fit_outcome(index, rows, mean, &hyper, prior)
+        };
+
+        let capacity_rows = observations
+            .iter()
+            .filter_map(|o| Some((x(o), o.capacity_estimate()?.ln())))
+            .collect();
+        let capacity_gp = fit(0, capacity_rows, capacity_mean(space, &physics, prior))?;
+
+        if prior == PriorMean::Physics
+            && matches!(hyper, Hyper::Fit(_))
+            && let Some(gp) = &capacity_gp
+        {
+            // Re-fit latency/recovery scalars against the corrected capacity they will be
+            // evaluated with, so the prior and its use agree.
+            let corrected = CorrectedCapacity::new(space, &physics, Some(gp.clone()));
+            let capacities: Vec<f64> = observations.iter().map(|o| corrected.at(&x(o))).collect();
+            physics.fit_dynamics(observations, &capacities);
+        }
+        let corrected = Arc::new(CorrectedCapacity::new(space, &physics, capacity_gp.clone()));
+
+        let latency_rows = observations
+            .iter()
+            .map(|o| (x(o), o.latency_p95_ms.min(LATENCY_CAP_MS).ln()))
+            .collect();
+        let latency_mean: Arc<dyn MeanFn> = match prior {
+            PriorMean::Plain => Arc::new(ZeroMean),
+            PriorMean::Physics => {
+                let (corrected, physics) = (corrected.clone(), physics.clone());
+                Arc::new(move |x: &[f64]| {
+                    let (_, rate) = corrected.space.denormalise(x);
+                    physics.latency_ms_at(corrected.at(x), rate).ln()
+                })
+            }
+        };
+        let latency_gp = fit(1, latency_rows, latency_mean)?;
+
+        let recovery_rows = observations
+            .iter()
+            .filter_map(|o| Some((x(o), o.recovery_s?.min(RECOVERY_CAP_S).ln())))
+            .collect();
+        let recovery_mean: Arc<dyn MeanFn> = match prior {
+            PriorMean::Plain => Arc::new(ZeroMean),
+            PriorMean::Physics => {
+                let (corrected, physics) = (corrected.clone(), physics.clone());
+                Arc::new(move |x: &[f64]| {
+                    let (config, rate) = corrected.space.denormalise(x);
+                    let interval = config.checkpoint_interval_s;
+                    physics.recovery_s_at(corrected.at(x), rate, interval).ln()
+                })
+            }
+        };
+        let recovery_gp = fit(2, recovery_rows, recovery_mean)?;
+
+        Ok(Surrogate {
+            space: space.clone(),
+            prior,
+            physics,
+            observations: observations.to_vec(),
+            gps: [capacity_gp, latency_gp, recovery_gp],
+        })
+    }
+
+    pub fn space(&self) -> &SearchSpace {
+        &self.space
+    }
+
+    pub fn physics(&self) -> &PhysicsPrior {
+        &self.physics
+    }
+
+    pub fn prior(&self) -> PriorMean {
+        self.prior
+    }
+
+    pub fn observations(&self) -> &[Observation] {
+        &self.observations
+    }
+
+    pub fn predict(&self, config: &JobConfig, rate: f64) -> Result<ConfigPrediction> {
+        let mut out = self.predict_many(std::slice::from_ref(config), rate)?;
+        out.pop()
+            .ok_or_else(|| crate::Error::Model("no prediction for one configuration".into()))
+    }
+
+    /// Predicts every configuration in `configs` at one rate (one batched solve per GP).
+    pub fn predict_many(&self, configs: &[JobConfig], rate: f64) -> Result<Vec<ConfigPrediction>> {
+        let xs: Vec<Vec<f64>> = configs
+            .iter()
+            .map(|c| self.space.normalise(c, rate).to_vec())
+            .collect();
+        let mut per_outcome = Vec::with_capacity(OUTCOMES.len());
+        for (index, gp) in self.gps.iter().enumerate() {
+            let estimates: Vec<Estimate> = match gp {
+                Some(gp) => {
+                    let p = gp.predict_batch(&xs)?;
+                    p.mean
+                        .iter()
+                        .zip(&p.variance)
+                        .map(|(&m, &v)| Estimate {
+                            log_mean: m,
+                            log_sd: v.max(0.0).sqrt(),
+                        })
+                        .collect()
+                }
+                None => configs
+                    .iter()
+                    .map(|c| self.unfitted(index, c, rate))
+                    .collect(),
+            };
+            per_outcome.push(estimates);
+        }
+        Ok(configs
+            .iter()
+            .enumerate()
+            .map(|(i, config)| ConfigPrediction {
+                config: *config,
+                rate,
+                capacity: per_outcome[0][i],
+                latency_p95_ms: per_outcome[1][i],
+                recovery_s: per_outcome[2][i],
+            })
+            .collect())
+    }
+
+    /// The prior alone, very uncertain: physics if we have it, else an uninformative guess
+    /// (median 1, so any threshold is a coin toss at best).
+    fn unfitted(&self, index: usize, config: &JobConfig, rate: f64) -> Estimate {
+        let log_mean = match self.prior {
+            PriorMean::Plain => 0.0,
+            PriorMean::Physics => match index {
+                0 => self.physics.capacity(config).ln(),
+                1 => self.physics.latency_ms(config, rate).ln(),
+                _ => self.physics.recovery_s(config, rate).ln(),
+            },
+        };
+        Estimate {
+            log_mean,
+            log_sd: UNFITTED_LOG_SD,
+        }
+    }
+}
+
+fn fit_outcome(
+    index: usize,
+    rows: Vec<(Vec<f64>, f64)>,
+    mean: Arc<dyn MeanFn>,
+    hyper: &Hyper<'_>,
+    prior: PriorMean,
+) -> Result<Option<Gp>> {
+    if rows.len() < MIN_ROWS {
+        return Ok(None);
+    }
+    let (xs, ys): (Vec<Vec<f64>>, Vec<f64>) = rows.into_iter().unzip();
+    let gp = match hyper {
+        Hyper::Fit(options) => Gp::fit(&xs, &ys, mean, options)?,
+        Hyper::Fixed(saved) => match saved.get(index).cloned().flatten() {
+            Some(h) => Gp::new(&xs, &ys, mean, h)?,
+            None => return Ok(None),
+        },
+    };
+    tracing::debug!(outcome = OUTCOMES[index], ?prior, n = ys.len(), hyper = ?gp.hyperparameters(), "fitted surrogate");
+    Ok(Some(gp))
+}
+
+fn capacity_mean(space: &SearchSpace, physics: &PhysicsPrior, prior: PriorMean) -> Arc<dyn MeanFn> {
+    match prior {
+        PriorMean::Plain => Arc::new(ZeroMean),
+        PriorMean::Physics => {
+            let (space, physics) = (space.clone(), physics.clone());
+            Arc::new(move |x: &[f64]| physics.capacity(&space.denormalise(x).0).ln())
+        }
+    }
+}
+
+/// Capacity as the latency and recovery priors see it: the capacity GP's posterior mean where
+/// there is one, the log-linear prior otherwise.
+struct CorrectedCapacity {
+    space: SearchSpace,
+    physics: PhysicsPrior,
+    gp: Option<Gp>,
+}
+
+impl CorrectedCapacity {
+    fn new(space: &SearchSpace, physics: &PhysicsPrior, gp: Option<Gp>) -> Self {
+        CorrectedCapacity {
+            space: space.clone(),
+            physics: physics.clone(),
+            gp,
+        }
+    }
+
+    fn at(&self, x: &[f64]) -> f64 {
+        let learned = self
+            .gp
+            .as_ref()
+            .and_then(|gp| gp.predict(x).ok())
+            .map(|p| p.mean.exp());
+        learned.unwrap_or_else(|| self.physics.capacity(&self.space.denormalise(x).0))
+    }
+}
+
+/// Configurations with `p_feasible ≥ min_probability` that no other such configuration beats on
+/// both total CPU and total memory, cheapest CPU first.
+pub fn feasible_pareto<'a>(
+    predictions: &'a [ConfigPrediction],
+    qos: &Qos,
+    min_probability: f64,
+) -> Vec<&'a ConfigPrediction> {
+    let mut feasible: Vec<(f64, &ConfigPrediction)> = predictions
+        .iter()
+        .map(|p| (p.p_feasible(qos), p))
+        .filter(|(probability, _)| *probability >= min_probability)
+        .collect();
+    // Equal cost, different configs: the front keeps the first, so the likeliest goes first.
+    feasible.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let costs: Vec<Vec<f64>> = feasible
+        .iter()
+        .map(|(_, p)| vec![p.total_cpu_cores(), p.total_memory_mb()])
+        .collect();
+    let mut front: Vec<&ConfigPrediction> = pareto_front_indices(&costs)
+        .into_iter()
+        .map(|i| feasible[i].1)
+        .collect();
+    front.sort_by(|a, b| {
+        a.total_cpu_cores()
+            .total_cmp(&b.total_cpu_cores())
+            .then(a.total_memory_mb().total_cmp(&b.total_memory_mb()))
+    });
+    front
+}
+
+#[cfg(test)]
+#[path = "surrogate_tests.rs"]
+mod tests;

@@ -1,0 +1,332 @@
+//! Ground truth of a simulated Flink job: what a configuration *really* does at a given rate.
+//!
+//! Tests and benchmarks train the models on observations drawn from here and score them against
+//! the noiseless curves. To keep that comparison honest the functional forms deliberately differ
+//! from the physics priors in `models::physics` (which must *learn* them, not copy them):
+//!
+//! | effect            | prior assumes                         | truth here                                          |
+//! |-------------------|---------------------------------------|-----------------------------------------------------|
+//! | parallelism       | power law `p^α`                       | Universal Scalability Law `p / (1 + σ(p−1) + κp(p−1))` (peaks, then falls) |
+//! | CPU per slot      | power law                             | saturating `1 − e^{−c/s}`                           |
+//! | memory per slot   | power law                             | no effect above a knee, quadratic GC penalty below  |
+//! | checkpointing     | `e^{κ·10/interval}`                   | `1 − cost·(1 + p/16)/interval`: interacts with parallelism |
+//! | latency queueing  | `ρ/(1−ρ)` (M/M/1-like)                | `ρ²/(2(1−ρ))` (M/D/1), plus GC pauses and checkpoint-alignment pauses the prior lacks |
+//! | overload          | `W·(ρ−1)`                              | p95 of a backlog growing over the window: `0.95·W·(ρ−1)/ρ·…` |
+//! | restart           | one constant                          | `base + per_tm·TaskManagers + state restore / p`    |
+//! | replay            | half an interval                      | a full interval (failures injected just before a checkpoint, as Demeter's profiler does) and catch-up at a different efficiency |
+//!
+//! Everything is deterministic given the seeded RNG the caller passes (sans-IO).
+
+use rand::{Rng, RngExt};
+use serde::{Deserialize, Serialize};
+
+use crate::models::observations::Observation;
+use crate::models::physics::{LATENCY_CAP_MS, RECOVERY_CAP_S};
+use crate::models::space::JobConfig;
+use crate::{Error, Result};
+
+/// The true curves of one job; every field is a knob in the TOML file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GroundTruth {
+    /// Events/s one slot with one full core processes, before any overhead.
+    pub slot_capacity: f64,
+    /// USL contention (serial fraction) across parallel subtasks.
+    pub scaling_contention: f64,
+    /// USL coherence cost (pairwise coordination, e.g. shuffles) across subtasks.
+    pub scaling_coherence: f64,
+    /// Cores per slot at which a slot gets 63 % of the benefit of more CPU.
+    pub cpu_saturation_cores: f64,
+    /// Memory per slot below which garbage collection starts eating throughput.
+    pub gc_knee_mb_per_slot: f64,
+    pub gc_strength: f64,
+    /// Seconds of processing lost per checkpoint (for 16 subtasks; grows with parallelism).
+    pub checkpoint_cost_s: f64,
+    pub latency_base_ms: f64,
+    /// Scale of the M/D/1 waiting time.
+    pub latency_service_ms: f64,
+    /// Extra p95 latency at full GC pressure.
+    pub gc_pause_ms: f64,
+    /// Extra p95 latency from checkpoint alignment at a 10 s interval.
+    pub alignment_pause_ms: f64,
+    /// Length of a measurement window: how long a backlog can grow when overloaded.
+    pub window_s: f64,
+    pub restart_base_s: f64,
+    pub restart_per_tm_s: f64,
+    /// State size in MB: restored in parallel by the subtasks after a restart.
+    pub state_mb: f64,
+    pub restore_mb_per_s_per_subtask: f64,
+    /// Time to notice a failure.
+    pub detection_s: f64,
+    /// Catch-up throughput relative to steady capacity (batching makes it > 1, cold caches < 1).
+    pub catchup_efficiency: f64,
+    /// Relative (log-normal) noise on latency, recovery, CPU and memory measurements.
+    pub noise: f64,
+    /// Absolute noise on the busy fraction.
+    pub busy_noise: f64,
+}
+
+/// The noiseless outcomes of a configuration at a rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrueOutcomes {
+    pub capacity: f64,
+    pub busy_fraction: f64,
+    pub latency_p95_ms: f64,
+    pub recovery_s: f64,
+    pub cpu_cores: f64,
+    pub memory_mb: f64,
+}
+
+impl GroundTruth {
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let truth: GroundTruth =
+            toml::from_str(text).map_err(|e| Error::Model(format!("ground truth: {e}")))?;
+        let all_finite_non_negative = [
+            truth.slot_capacity,
+            truth.scaling_contention,
+            truth.scaling_coherence,
+            truth.cpu_saturation_cores,
+            truth.gc_knee_mb_per_slot,
+            truth.gc_strength,
+            truth.checkpoint_cost_s,
+            truth.latency_base_ms,
+            truth.latency_service_ms,
+            truth.gc_pause_ms,
+            truth.alignment_pause_ms,
+            truth.window_s,
+            truth.restart_base_s,
+            truth.restart_per_tm_s,
+            truth.state_mb,
+            truth.restore_mb_per_s_per_subtask,
+            truth.detection_s,
+            truth.catchup_efficiency,
+            truth.noise,
+            truth.busy_noise,
+        ]
+        .iter()
+        .all(|v| v.is_finite() && *v >= 0.0);
+        if !all_finite_non_negative
+            || truth.slot_capacity == 0.0
+            || truth.cpu_saturation_cores == 0.0
+            || truth.restore_mb_per_s_per_subtask == 0.0
+        {
+            return Err(Error::Model(
+                "ground truth: values must be finite and non-negative; capacity, CPU saturation and restore speed positive".into(),
+            ));
+        }
+        Ok(truth)
+    }
+
+    /// How hard garbage collection works, 0 (enough memory per slot) to 1 (starved).
+    fn gc_pressure(&self, config: &JobConfig) -> f64 {
+        let per_slot = config.memory_per_slot_mb();
+        if per_slot >= self.gc_knee_mb_per_slot {
+            0.0
+        } else {
+            (self.gc_knee_mb_per_slot / per_slot - 1.0).min(4.0) / 4.0
+        }
+    }
+
+    pub fn capacity(&self, config: &JobConfig) -> f64 {
+        let p = f64::from(config.parallelism);
+        let scaling = p
+            / (1.0 + self.scaling_contention * (p - 1.0) + self.scaling_coherence * p * (p - 1.0));
+        let saturation = |cores: f64| 1.0 - (-cores / self.cpu_saturation_cores).exp();
+        let cpu = saturation(config.cpu_per_slot()) / saturation(1.0);
+        let pressure = 4.0 * self.gc_pressure(config);
+        let gc = 1.0 / (1.0 + self.gc_strength * pressure * pressure);
+        let checkpoint = (1.0
+            - self.checkpoint_cost_s * (1.0 + p / 16.0) / f64::from(config.checkpoint_interval_s))
+        .max(0.2);
+        self.slot_capacity * scaling * cpu * gc * checkpoint
+    }
+
+    pub fn outcomes(&self, config: &JobConfig, rate: f64) -> TrueOutcomes {
+        let rate = rate.max(0.0);
+        let capacity = self.capacity(config);
+        let rho = rate / capacity;
+        let queue_rho = rho.min(0.98);
+        let waiting = self.latency_service_ms * queue_rho * queue_rho / (2.0 * (1.0 - queue_rho));
+        let alignment =
+            self.alignment_pause_ms * (10.0 / f64::from(config.checkpoint_interval_s)).min(1.0);
+        let overload_ms = if rho > 1.0 {
+            0.95 * self.window_s * 1000.0 * (rho - 1.0)
+        } else {
+            0.0
+        };
+        let latency = (self.latency_base_ms
+            + waiting
+            + alignment
+            + self.gc_pause_ms * self.gc_pressure(config)
+            + overload_ms)
+            .min(LATENCY_CAP_MS);
+
+        let p = f64::from(config.parallelism);
+        let tms = f64::from(config.task_managers());
+        let restart = self.restart_base_s
+            + self.restart_per_tm_s * tms
+            + self.state_mb / p / self.restore_mb_per_s_per_subtask;
+        let catchup = capacity * self.catchup_efficiency - rate;
+        let recovery = if catchup <= 0.0 {
+            RECOVERY_CAP_S
+        } else {
+            let backlog =
+                rate * (self.detection_s + restart + f64::from(config.checkpoint_interval_s));
+            (self.detection_s + restart + backlog / catchup).min(RECOVERY_CAP_S)
+        };
+
+        let busy = rho.min(1.0);
+        let cpu_cores =
+            (0.1 * tms + busy * config.total_cpu_cores() * 0.9).min(config.total_cpu_cores());
+        let heap_fill = 0.35 + 0.4 * busy + 0.2 * self.gc_pressure(config);
+        let memory_mb = (config.total_memory_mb() * heap_fill.min(0.97)).max(1.0);
+        TrueOutcomes {
+            capacity,
+            busy_fraction: busy,
+            latency_p95_ms: latency,
+            recovery_s: recovery,
+            cpu_cores,
+            memory_mb,
+        }
+    }
+
+    /// One noisy measurement of `config` at `rate`, as a profiling run would record it.
+    pub fn observe<R: Rng + ?Sized>(
+        &self,
+        config: &JobConfig,
+        rate: f64,
+        rng: &mut R,
+    ) -> Observation {
+        let truth = self.outcomes(config, rate);
+        let mut noisy = |value: f64| value * (self.noise * standard_normal(rng)).exp();
+        let latency = noisy(truth.latency_p95_ms);
+        let recovery = noisy(truth.recovery_s);
+        let cpu = noisy(truth.cpu_cores);
+        let memory = noisy(truth.memory_mb);
+        let busy = (truth.busy_fraction + self.busy_noise * standard_normal(rng)).clamp(0.0, 1.0);
+        Observation {
+            config: *config,
+            rate,
+            busy_fraction: Some(busy),
+            latency_p95_ms: latency.max(1e-3),
+            recovery_s: Some(recovery.max(1e-3)),
+            cpu_cores: cpu,
+            memory_mb: memory,
+        }
+    }
+
+    /// `n` measurements of configurations drawn uniformly from `candidates` at rates uniform in
+    /// `rates` — the "random profiling" a model is trained on in the benchmarks.
+    pub fn sample<R: Rng + ?Sized>(
+        &self,
+        candidates: &[JobConfig],
+        rates: (f64, f64),
+        n: usize,
+        rng: &mut R,
+    ) -> Vec<Observation> {
+        if candidates.is_empty() {
+            return Vec::new();
+        }
+        (0..n)
+            .map(|_| {
+                let config = candidates[rng.random_range(0..candidates.len())];
+                let rate = rng.random_range(rates.0..=rates.1);
+                self.observe(&config, rate, rng)
+            })
+            .collect()
+    }
+}
+
+/// Box–Muller: one standard normal draw from two uniforms.
+pub fn standard_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
+    let u1: f64 = rng.random_range(f64::EPSILON..1.0);
+    let u2: f64 = rng.random();
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+#[cfg(test)]
+mod tests {
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    use super::*;
+    use crate::models::space::SearchSpace;
+
+    fn example() -> GroundTruth {
+        GroundTruth::from_toml(include_str!("../../testdata/twin.toml")).unwrap()
+    }
+
+    fn config(text: &str) -> JobConfig {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn capacity_has_diminishing_returns_gc_and_checkpoint_effects() {
+        let truth = example();
+        let cap = |s: &str| truth.capacity(&config(s));
+        let (p8, p16, p24) = (
+            cap("p=8,slots=1,mem=4g,cpu=1,ckpt=50"),
+            cap("p=16,slots=1,mem=4g,cpu=1,ckpt=50"),
+            cap("p=24,slots=1,mem=4g,cpu=1,ckpt=50"),
+        );
+        assert!(p8 < p16 && p16 < p24);
+        assert!(p24 / p8 < 3.0 && p16 / p8 > p24 / p16);
+        assert!(
+            cap("p=16,slots=4,mem=1g,cpu=2,ckpt=50") < cap("p=16,slots=4,mem=4g,cpu=2,ckpt=50")
+        );
+        assert!(
+            cap("p=16,slots=1,mem=4g,cpu=1,ckpt=10") < cap("p=16,slots=1,mem=4g,cpu=1,ckpt=90")
+        );
+        assert!(
+            cap("p=16,slots=1,mem=4g,cpu=1,ckpt=50") < cap("p=16,slots=1,mem=4g,cpu=3,ckpt=50")
+        );
+    }
+
+    #[test]
+    fn latency_and_recovery_blow_up_near_capacity() {
+        let truth = example();
+        let c = config("p=12,slots=2,mem=2g,cpu=2,ckpt=30");
+        let cap = truth.capacity(&c);
+        let at = |f: f64| truth.outcomes(&c, f * cap);
+        assert!(at(0.9).latency_p95_ms > at(0.3).latency_p95_ms);
+        assert!(at(1.3).latency_p95_ms > 10_000.0);
+        assert!(at(0.9).recovery_s > at(0.3).recovery_s);
+        assert_eq!(at(1.1).recovery_s, RECOVERY_CAP_S);
+        assert_eq!(at(1.1).busy_fraction, 1.0);
+    }
+
+    #[test]
+    fn observations_are_deterministic_per_seed_and_noisy() {
+        let truth = example();
+        let candidates = SearchSpace::default().candidates();
+        let a = truth.sample(
+            &candidates,
+            (1000.0, 40_000.0),
+            20,
+            &mut StdRng::seed_from_u64(7),
+        );
+        let b = truth.sample(
+            &candidates,
+            (1000.0, 40_000.0),
+            20,
+            &mut StdRng::seed_from_u64(7),
+        );
+        let c = truth.sample(
+            &candidates,
+            (1000.0, 40_000.0),
+            20,
+            &mut StdRng::seed_from_u64(8),
+        );
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        let exact = truth.outcomes(&a[0].config, a[0].rate);
+        assert_ne!(a[0].latency_p95_ms, exact.latency_p95_ms);
+        assert!((a[0].latency_p95_ms / exact.latency_p95_ms).ln().abs() < 0.5);
+    }
+
+    #[test]
+    fn rejects_nonsense_values() {
+        let text = include_str!("../../testdata/twin.toml").replace("noise = 0.08", "noise = -1.0");
+        assert!(GroundTruth::from_toml(&text).is_err());
+    }
+}
