@@ -2,5 +2,7 @@
 //! The binary in `main.rs` is a thin shell around it.
 
 pub mod error;
+pub mod models;
+pub mod trace;
 
 pub use error::{Error, Result};

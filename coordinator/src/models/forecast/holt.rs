@@ -1,0 +1,380 @@
+//! Level-and-trend models on (deseasonalised) bucket levels: damped-trend exponential smoothing
+//! in error-correction form, with Huber-clipped corrections so one spike moves the level by at
+//! most a few residual scales (Gelper, Fried & Croux 2010), and a small bank of such models with
+//! different memories, weighted by how well each predicted the horizon maximum lately. The bank
+//! replaces parameter fitting: no batch optimisation, and it follows a series whose character
+//! changes (calm nights, busy days).
+
+use super::horizon::HorizonMaxTracker;
+
+/// Residuals beyond this many scales are clipped. Persistent shifts still get through: the
+/// scale grows while they last.
+const HUBER_K: f64 = 3.0;
+/// Updates before clipping starts (the scale needs a few residuals first).
+const WARM_UPDATES: u64 = 6;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HoltParams {
+    /// Level smoothing (0, 1].
+    pub alpha: f64,
+    /// Trend smoothing, 0 = no trend.
+    pub beta: f64,
+    /// Trend damping per step (0, 1].
+    pub phi: f64,
+}
+
+#[derive(Debug, Clone)]
+pub struct RobustHolt {
+    params: HoltParams,
+    robust: bool,
+    level: f64,
+    trend: f64,
+    /// EWMA of absolute one-step residuals.
+    scale: f64,
+    updates: u64,
+}
+
+impl RobustHolt {
+    pub fn new(params: HoltParams, robust: bool) -> Self {
+        Self {
+            params,
+            robust,
+            level: 0.0,
+            trend: 0.0,
+            scale: 0.0,
+            updates: 0,
+        }
+    }
+
+    pub fn is_initialised(&self) -> bool {
+        self.updates > 0
+    }
+
+    pub fn update(&mut self, y: f64) {
+        let HoltParams { alpha, beta, phi } = self.params;
+        if self.updates == 0 {
+            self.level = y;
+            self.trend = 0.0;
+            self.updates = 1;
+            return;
+        }
+        let predicted = self.level + phi * self.trend;
+        let raw = y - predicted;
+        let error = if self.robust && self.updates >= WARM_UPDATES && self.scale > 0.0 {
+            let bound = HUBER_K * self.scale;
+            raw.clamp(-bound, bound)
+        } else {
+            raw
+        };
+        // The scale learns from residuals clipped at twice the bound, so a spike barely moves
+        // it but a lasting shift widens it until the level has caught up.
+        let scale_input = if self.robust && self.updates >= WARM_UPDATES {
+            raw.abs()
+                .min(2.0 * HUBER_K * self.scale.max(f64::MIN_POSITIVE))
+        } else {
+            raw.abs()
+        };
+        self.scale += 0.05 * (scale_input - self.scale);
+        self.level = predicted + alpha * error;
+        self.trend = phi * self.trend + beta * error;
+        self.updates += 1;
+    }
+
+    /// Advances over `steps` buckets without data: the forecast stands in for them.
+    pub fn skip(&mut self, steps: u64) {
+        if self.updates == 0 {
+            return;
+        }
+        self.level = self.forecast(steps);
+        self.trend *= self.params.phi.powf(steps as f64);
+        if steps > 0 {
+            self.level = self.level.max(0.0);
+        }
+    }
+
+    /// Point forecast `steps` buckets ahead.
+    pub fn forecast(&self, steps: u64) -> f64 {
+        self.level + self.trend * damped_steps(self.params.phi, steps)
+    }
+
+    /// Point forecasts for steps `from..=to` (`from` ≥ 1), without a power per step.
+    pub fn forecasts(&self, from: u64, to: u64) -> impl Iterator<Item = f64> + '_ {
+        let phi = self.params.phi;
+        let (mut power, mut damped) = (1.0, 0.0);
+        (1..=to).filter_map(move |k| {
+            power *= phi;
+            damped += power;
+            (k >= from).then_some(self.level + self.trend * damped)
+        })
+    }
+
+    /// Moves the level, e.g. when the seasonal profile it sits on is re-estimated.
+    pub fn shift_level(&mut self, delta: f64) {
+        self.level += delta;
+    }
+}
+
+/// φ + φ² + … + φ^steps.
+fn damped_steps(phi: f64, steps: u64) -> f64 {
+    if phi >= 1.0 {
+        steps as f64
+    } else {
+        phi * (1.0 - phi.powf(steps as f64)) / (1.0 - phi)
+    }
+}
+
+/// The bank's default members: short, medium and long memories, each with and without trend.
+pub fn default_bank_params() -> Vec<HoltParams> {
+    let mut params = Vec::new();
+    for alpha in [0.05, 0.2, 0.6] {
+        params.push(HoltParams {
+            alpha,
+            beta: 0.0,
+            phi: 1.0,
+        });
+        params.push(HoltParams {
+            alpha,
+            beta: alpha * 0.1,
+            phi: 0.98,
+        });
+    }
+    params
+}
+
+#[derive(Debug, Clone)]
+struct Member {
+    model: RobustHolt,
+    /// Whether this member models the series minus the seasonal profile.
+    seasonal: bool,
+    scorer: HorizonMaxTracker,
+    /// EWMA of squared relative errors of the horizon maximum.
+    mse: f64,
+    scored: u64,
+}
+
+/// Members weighted by inverse recent error of their horizon-max forecasts. Every parameter set
+/// runs twice, on the raw and on the deseasonalised levels, so whether a detected season helps
+/// is decided by forecast errors, not by the detector alone.
+#[derive(Debug, Clone)]
+pub struct HoltBank {
+    members: Vec<Member>,
+    horizon: u64,
+    mse_decay: f64,
+}
+
+impl HoltBank {
+    /// `horizon`: buckets over which members are scored; `memory`: buckets the error average
+    /// remembers (roughly).
+    pub fn new(params: &[HoltParams], horizon: u64, memory: u64) -> Self {
+        let horizon = horizon.max(1);
+        Self {
+            members: [false, true]
+                .iter()
+                .flat_map(|&seasonal| params.iter().map(move |p| (seasonal, *p)))
+                .map(|(seasonal, p)| Member {
+                    model: RobustHolt::new(p, true),
+                    seasonal,
+                    scorer: HorizonMaxTracker::new(horizon),
+                    mse: 0.0,
+                    scored: 0,
+                })
+                .collect(),
+            horizon,
+            mse_decay: 1.0 / memory.max(1) as f64,
+        }
+    }
+
+    pub fn is_initialised(&self) -> bool {
+        self.members
+            .first()
+            .is_some_and(|m| m.model.is_initialised())
+    }
+
+    /// Feeds bucket `index`'s `level` after `skipped` empty buckets. `season_now` is the profile
+    /// at this bucket, `season_ahead[k]` at bucket `index + 1 + k` for `k < horizon` (shorter or
+    /// empty means 0).
+    pub fn update(
+        &mut self,
+        index: u64,
+        level: f64,
+        skipped: u64,
+        season_now: f64,
+        season_ahead: &[f64],
+    ) {
+        let decay = self.mse_decay;
+        let horizon = self.horizon;
+        for m in &mut self.members {
+            let mut scored = None;
+            m.scorer.observe(index, level, |o| {
+                let denom = o.realised.abs().max(o.predicted.abs()).max(1e-9);
+                scored = Some(((o.realised - o.predicted) / denom).powi(2));
+            });
+            if let Some(err) = scored {
+                m.mse = if m.scored == 0 {
+                    err
+                } else {
+                    m.mse + decay * (err - m.mse)
+                };
+                m.scored += 1;
+            }
+            let own = |s: f64| if m.seasonal { s } else { 0.0 };
+            m.model.skip(skipped);
+            m.model.update(level - own(season_now));
+            let predicted = m
+                .model
+                .forecasts(1, horizon)
+                .enumerate()
+                .map(|(k, f)| f + own(season_ahead.get(k).copied().unwrap_or(0.0)))
+                .fold(f64::NEG_INFINITY, f64::max);
+            m.scorer.predict(index, predicted, predicted);
+        }
+    }
+
+    pub fn reset(&mut self) {
+        for m in &mut self.members {
+            m.model = RobustHolt::new(m.model.params, true);
+            m.scorer = HorizonMaxTracker::new(self.horizon);
+        }
+    }
+
+    /// Moves the seasonal members' levels, when the profile under them is re-estimated.
+    pub fn shift_seasonal_levels(&mut self, delta: f64) {
+        for m in self.members.iter_mut().filter(|m| m.seasonal) {
+            m.model.shift_level(delta);
+        }
+    }
+
+    /// Combination weights (sum to 1): equal until every member has been scored.
+    pub fn weights(&self) -> Vec<f64> {
+        let n = self.members.len() as f64;
+        if self.members.iter().any(|m| m.scored == 0) {
+            return vec![1.0 / n; self.members.len()];
+        }
+        let inverse: Vec<f64> = self.members.iter().map(|m| 1.0 / (m.mse + 1e-12)).collect();
+        let total: f64 = inverse.iter().sum();
+        inverse.iter().map(|w| w / total).collect()
+    }
+
+    /// Weighted forecasts for steps `from..=to` after the last update; `season[k]` is the
+    /// profile at step `from + k`.
+    pub fn path(&self, from: u64, to: u64, season: &[f64], weights: &[f64]) -> Vec<f64> {
+        let mut path = vec![0.0; (to + 1).saturating_sub(from) as usize];
+        for (m, w) in self.members.iter().zip(weights) {
+            for (k, f) in m.model.forecasts(from, to).enumerate() {
+                let s = if m.seasonal {
+                    season.get(k).copied().unwrap_or(0.0)
+                } else {
+                    0.0
+                };
+                path[k] += w * (f + s);
+            }
+        }
+        path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TREND: HoltParams = HoltParams {
+        alpha: 0.3,
+        beta: 0.05,
+        phi: 1.0,
+    };
+
+    #[test]
+    fn follows_a_linear_trend() {
+        let mut m = RobustHolt::new(TREND, true);
+        for i in 0..500 {
+            m.update(100.0 + 2.0 * i as f64);
+        }
+        let expected = 100.0 + 2.0 * 509.0;
+        assert!(
+            (m.forecast(10) - expected).abs() < 1.0,
+            "{}",
+            m.forecast(10)
+        );
+    }
+
+    #[test]
+    fn a_spike_barely_moves_the_robust_level_but_moves_the_plain_one() {
+        let mut robust = RobustHolt::new(TREND, true);
+        let mut plain = RobustHolt::new(TREND, false);
+        for i in 0..200 {
+            let y = 100.0 + if i % 2 == 0 { 1.0 } else { -1.0 };
+            robust.update(y);
+            plain.update(y);
+        }
+        robust.update(10_000.0);
+        plain.update(10_000.0);
+        assert!(
+            (robust.forecast(1) - 100.0).abs() < 10.0,
+            "{}",
+            robust.forecast(1)
+        );
+        assert!(plain.forecast(1) > 1_000.0);
+    }
+
+    #[test]
+    fn a_lasting_level_shift_is_adopted() {
+        let mut m = RobustHolt::new(TREND, true);
+        for i in 0..200 {
+            m.update(100.0 + if i % 2 == 0 { 1.0 } else { -1.0 });
+        }
+        for _ in 0..60 {
+            m.update(200.0);
+        }
+        assert!((m.forecast(1) - 200.0).abs() < 5.0, "{}", m.forecast(1));
+    }
+
+    #[test]
+    fn incremental_forecasts_match_closed_form() {
+        let mut m = RobustHolt::new(
+            HoltParams {
+                alpha: 0.3,
+                beta: 0.05,
+                phi: 0.9,
+            },
+            true,
+        );
+        for i in 0..50 {
+            m.update(i as f64);
+        }
+        let path: Vec<f64> = m.forecasts(3, 7).collect();
+        assert_eq!(path.len(), 5);
+        for (k, f) in path.iter().enumerate() {
+            assert!((f - m.forecast(3 + k as u64)).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn skip_extrapolates_through_a_gap() {
+        let mut m = RobustHolt::new(TREND, true);
+        for i in 0..300 {
+            m.update(i as f64);
+        }
+        let before = m.forecast(20);
+        m.skip(20);
+        assert!((m.forecast(0) - before).abs() < 1e-9);
+    }
+
+    #[test]
+    fn bank_prefers_the_member_that_predicts_best() {
+        // A clean ramp: trend members must outweigh level-only ones.
+        let params = default_bank_params();
+        let mut bank = HoltBank::new(&params, 10, 100);
+        for i in 0..600 {
+            bank.update(i, 10.0 * i as f64, 0, 0.0, &[]);
+        }
+        let weights = bank.weights();
+        let trend_weight: f64 = params
+            .iter()
+            .chain(&params)
+            .zip(&weights)
+            .filter(|(p, _)| p.beta > 0.0)
+            .map(|(_, w)| w)
+            .sum();
+        assert!(trend_weight > 0.8, "{weights:?}");
+    }
+}

@@ -1,0 +1,297 @@
+//! Seasonality: a coarse history of bucket levels, period detection by autocorrelation, and the
+//! seasonal profile by classical decomposition. A period is only used once two full cycles have
+//! been seen; before that the forecaster runs without a season (it degrades to level + trend
+//! instead of guessing a profile from less than one cycle).
+
+use std::collections::VecDeque;
+
+/// Levels averaged over `resolution_s`, the most recent `capacity` of them, NaN where missing.
+#[derive(Debug, Clone)]
+pub struct CoarseHistory {
+    resolution_s: u64,
+    capacity: usize,
+    /// Absolute index (`t / resolution_s`) of `values[0]`.
+    first_index: u64,
+    values: VecDeque<f64>,
+    open: Option<(u64, f64, u32)>,
+}
+
+impl CoarseHistory {
+    pub fn new(resolution_s: u64, capacity: usize) -> Self {
+        Self {
+            resolution_s: resolution_s.max(1),
+            capacity: capacity.max(4),
+            first_index: 0,
+            values: VecDeque::new(),
+            open: None,
+        }
+    }
+
+    pub fn resolution_s(&self) -> u64 {
+        self.resolution_s
+    }
+
+    /// Adds a level observed at `t_s`; returns true when this closed a coarse slot.
+    pub fn push(&mut self, t_s: u64, level: f64) -> bool {
+        let index = t_s / self.resolution_s;
+        match self.open {
+            Some((open, sum, n)) if open == index => {
+                self.open = Some((open, sum + level, n + 1));
+                false
+            }
+            Some((open, _, _)) if index < open => false,
+            Some((open, sum, n)) => {
+                self.store(open, sum / f64::from(n));
+                self.open = Some((index, level, 1));
+                true
+            }
+            None => {
+                self.open = Some((index, level, 1));
+                false
+            }
+        }
+    }
+
+    fn store(&mut self, index: u64, value: f64) {
+        if self.values.is_empty() {
+            self.first_index = index;
+        }
+        let next = self.first_index + self.values.len() as u64;
+        // A gap longer than the whole history: start afresh rather than push NaNs.
+        if index.saturating_sub(next) >= self.capacity as u64 {
+            self.values.clear();
+            self.first_index = index;
+        } else {
+            for _ in next..index {
+                self.values.push_back(f64::NAN);
+            }
+        }
+        self.values.push_back(value);
+        while self.values.len() > self.capacity {
+            self.values.pop_front();
+            self.first_index += 1;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    pub fn first_index(&self) -> u64 {
+        self.first_index
+    }
+
+    /// The history with missing slots linearly interpolated (ends held flat).
+    pub fn filled(&self) -> Vec<f64> {
+        let mut out: Vec<f64> = self.values.iter().copied().collect();
+        let known: Vec<usize> = (0..out.len()).filter(|&i| out[i].is_finite()).collect();
+        let (Some(&first), Some(&last)) = (known.first(), known.last()) else {
+            return Vec::new();
+        };
+        for i in 0..first {
+            out[i] = out[first];
+        }
+        for i in last + 1..out.len() {
+            out[i] = out[last];
+        }
+        for pair in known.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            for i in a + 1..b {
+                let w = (i - a) as f64 / (b - a) as f64;
+                out[i] = out[a] + w * (out[b] - out[a]);
+            }
+        }
+        out
+    }
+}
+
+/// The lag (in slots) with the strongest autocorrelation of first differences (differencing
+/// removes the trend that would otherwise dominate), among local maxima in
+/// `[min_lag, max_lag]` with two full cycles in `values` and correlation ≥ `min_acf`. A shorter
+/// lag within 90 % of the best wins, so a multiple of the true period is not picked.
+pub fn detect_period(
+    values: &[f64],
+    min_lag: usize,
+    max_lag: usize,
+    min_acf: f64,
+) -> Option<(usize, f64)> {
+    if values.len() < 3 {
+        return None;
+    }
+    let diffs: Vec<f64> = values.windows(2).map(|w| w[1] - w[0]).collect();
+    let n = diffs.len();
+    let mean = diffs.iter().sum::<f64>() / n as f64;
+    let centred: Vec<f64> = diffs.iter().map(|d| d - mean).collect();
+    let variance = centred.iter().map(|d| d * d).sum::<f64>() / n as f64;
+    let max_lag = max_lag.min(values.len() / 2);
+    if variance <= 0.0 || min_lag.max(1) + 1 > max_lag {
+        return None;
+    }
+    let acf = |lag: usize| -> f64 {
+        let sum: f64 = centred[..n - lag]
+            .iter()
+            .zip(&centred[lag..])
+            .map(|(a, b)| a * b)
+            .sum();
+        sum / (n - lag) as f64 / variance
+    };
+    let lags: Vec<usize> = (min_lag.max(1) - 1..=max_lag + 1)
+        .filter(|&l| l < n)
+        .collect();
+    let values_at: Vec<f64> = lags.iter().map(|&l| acf(l)).collect();
+    let peaks: Vec<(usize, f64)> = (1..values_at.len().saturating_sub(1))
+        .filter(|&i| values_at[i] >= values_at[i - 1] && values_at[i] >= values_at[i + 1])
+        .map(|i| (lags[i], values_at[i]))
+        .filter(|&(lag, r)| lag >= min_lag && lag <= max_lag && r >= min_acf)
+        .collect();
+    let best = peaks.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
+    peaks.into_iter().find(|p| p.1 >= 0.9 * best)
+}
+
+/// Zero-mean seasonal profile of period `lag`, indexed by absolute slot index modulo `lag`:
+/// the average over cycles of the series minus its centred moving average. Needs two cycles.
+pub fn seasonal_profile(values: &[f64], first_index: u64, lag: usize) -> Option<Vec<f64>> {
+    if lag == 0 || values.len() < 2 * lag {
+        return None;
+    }
+    let mut sums = vec![0.0; lag];
+    let mut counts = vec![0u32; lag];
+    let mut window: f64 = values[..lag].iter().sum();
+    let half = lag / 2;
+    for start in 0..=values.len() - lag {
+        if start > 0 {
+            window += values[start + lag - 1] - values[start - 1];
+        }
+        let centre = start + half;
+        let phase = ((first_index + centre as u64) % lag as u64) as usize;
+        sums[phase] += values[centre] - window / lag as f64;
+        counts[phase] += 1;
+    }
+    let mut profile: Vec<f64> = sums
+        .iter()
+        .zip(&counts)
+        .map(|(s, &c)| if c > 0 { s / f64::from(c) } else { 0.0 })
+        .collect();
+    let mean = profile.iter().sum::<f64>() / lag as f64;
+    profile.iter_mut().for_each(|p| *p -= mean);
+    Some(profile)
+}
+
+/// The period (in slots) to use for `values`, per `cfg`: the best-correlated among the known
+/// periods (±2 slots) and, if enabled, any detected one.
+pub fn choose_period(values: &[f64], cfg: &super::SeasonConfig) -> Option<usize> {
+    let res = u64::from(cfg.resolution_s.max(1));
+    let mut ranges: Vec<(usize, usize)> = cfg
+        .known_periods_s
+        .iter()
+        .map(|p| (p / res) as usize)
+        .filter(|&lag| lag >= 4)
+        .map(|lag| (lag - 2, lag + 2))
+        .collect();
+    if cfg.detect {
+        ranges.push((
+            (cfg.min_period_s / res) as usize,
+            (cfg.max_period_s / res) as usize,
+        ));
+    }
+    ranges
+        .into_iter()
+        .filter_map(|(lo, hi)| detect_period(values, lo, hi, cfg.min_autocorrelation))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(lag, _)| lag)
+}
+
+/// A detected season: value at any time by linear interpolation between slot centres.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Season {
+    pub resolution_s: u64,
+    pub profile: Vec<f64>,
+}
+
+impl Season {
+    pub fn period_s(&self) -> u64 {
+        self.resolution_s * self.profile.len() as u64
+    }
+
+    pub fn at(&self, t_s: f64) -> f64 {
+        let lag = self.profile.len();
+        if lag == 0 {
+            return 0.0;
+        }
+        let x = t_s / self.resolution_s as f64 - 0.5;
+        let lower = x.floor();
+        let w = x - lower;
+        let phase = |i: f64| self.profile[(i.rem_euclid(lag as f64)) as usize % lag];
+        (1.0 - w) * phase(lower) + w * phase(lower + 1.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::f64::consts::TAU;
+
+    fn series(n: usize, period: usize, noise: f64) -> Vec<f64> {
+        let mut state = 12345u64;
+        (0..n)
+            .map(|i| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let u = (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5;
+                1000.0 + 2.0 * i as f64 + 300.0 * (TAU * i as f64 / period as f64).sin() + noise * u
+            })
+            .collect()
+    }
+
+    #[test]
+    fn finds_the_period_of_a_noisy_sine_with_trend() {
+        let (lag, r) = detect_period(&series(700, 90, 20.0), 10, 400, 0.5).unwrap();
+        assert!((89..=91).contains(&lag), "lag {lag} acf {r}");
+    }
+
+    #[test]
+    fn needs_two_cycles() {
+        assert_eq!(detect_period(&series(170, 90, 0.0), 10, 400, 0.5), None);
+    }
+
+    #[test]
+    fn white_noise_has_no_period() {
+        let noise: Vec<f64> = series(2000, 100_000, 1000.0);
+        assert_eq!(detect_period(&noise, 10, 1000, 0.5), None);
+    }
+
+    #[test]
+    fn profile_recovers_the_sine_and_interpolates() {
+        let values = series(360, 90, 0.0);
+        let profile = seasonal_profile(&values, 0, 90).unwrap();
+        for (i, p) in profile.iter().enumerate() {
+            let truth = 300.0 * (TAU * i as f64 / 90.0).sin();
+            assert!((p - truth).abs() < 15.0, "phase {i}: {p} vs {truth}");
+        }
+        let season = Season {
+            resolution_s: 60,
+            profile,
+        };
+        assert!((season.at(30.0 + 60.0 * 90.0) - season.profile[0]).abs() < 1e-9);
+        assert_eq!(season.period_s(), 5400);
+    }
+
+    #[test]
+    fn history_fills_gaps_and_keeps_its_capacity() {
+        let mut h = CoarseHistory::new(60, 5);
+        for (t, v) in [(0, 1.0), (60, 2.0), (240, 5.0), (300, 6.0), (360, 7.0)] {
+            h.push(t, v);
+        }
+        // The slot at 360 s is still open; the oldest slot fell out of the capacity.
+        assert_eq!(h.filled(), vec![2.0, 3.0, 4.0, 5.0, 6.0]);
+        assert_eq!(h.first_index(), 1);
+        h.push(420, 0.0);
+        assert_eq!(h.first_index(), 2);
+        assert_eq!(h.len(), 5);
+    }
+}

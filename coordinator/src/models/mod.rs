@@ -1,0 +1,3 @@
+//! Pure models the control loop consults: data and time are arguments, no IO.
+
+pub mod forecast;
