@@ -59,16 +59,24 @@ impl BucketAggregator {
             return None;
         }
         let count = self.values.len();
-        self.values.sort_unstable_by(f64::total_cmp);
+        let peak = self
+            .values
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max);
+        let (below, upper_middle, _) = self
+            .values
+            .select_nth_unstable_by(count / 2, f64::total_cmp);
+        let upper_middle = *upper_middle;
         let level = if count % 2 == 1 {
-            self.values[count / 2]
+            upper_middle
         } else {
-            0.5 * (self.values[count / 2 - 1] + self.values[count / 2])
+            0.5 * (below.iter().copied().fold(f64::NEG_INFINITY, f64::max) + upper_middle)
         };
         let bucket = Bucket {
             index,
             level,
-            peak: self.values[count - 1],
+            peak,
             count: count as u32,
         };
         self.values.clear();

@@ -16,7 +16,8 @@ pub struct MaxCalibrator {
     quantile: f64,
     window: usize,
     min_scores: usize,
-    tracker: HorizonMaxTracker,
+    /// (point max, upper) per pending forecast.
+    tracker: HorizonMaxTracker<(f64, f64)>,
     scores: VecDeque<f64>,
     /// Miscoverage level actually used; starts at `1 - quantile`.
     alpha_used: f64,
@@ -45,25 +46,22 @@ impl MaxCalibrator {
 
     /// Remembers a forecast made after bucket `origin` for scoring later.
     pub fn record(&mut self, origin: u64, point_max: f64, upper_max: f64) {
-        self.tracker.predict(origin, point_max, upper_max);
+        self.tracker.predict(origin, (point_max, upper_max));
     }
 
     /// Feeds the peak of bucket `index`.
     pub fn observe(&mut self, index: u64, peak: f64) {
         let target_alpha = 1.0 - self.quantile;
         let (scores, window, alpha_used) = (&mut self.scores, self.window, &mut self.alpha_used);
-        self.tracker.observe(index, peak, |outcome| {
-            if scores.len() == window {
-                scores.pop_front();
-            }
-            scores.push_back(score(outcome.predicted, outcome.realised));
-            let missed = if outcome.realised > outcome.upper {
-                1.0
-            } else {
-                0.0
-            };
-            *alpha_used = (*alpha_used + ACI_GAMMA * (target_alpha - missed)).clamp(-0.5, 1.5);
-        });
+        self.tracker
+            .observe(index, peak, |&(predicted, upper), realised| {
+                if scores.len() == window {
+                    scores.pop_front();
+                }
+                scores.push_back(score(predicted, realised));
+                let missed = if realised > upper { 1.0 } else { 0.0 };
+                *alpha_used = (*alpha_used + ACI_GAMMA * (target_alpha - missed)).clamp(-0.5, 1.5);
+            });
     }
 
     /// The upper bound for `point_max`, or None until enough windows have been scored.
@@ -72,19 +70,18 @@ impl MaxCalibrator {
         if self.scores.len() < self.min_scores {
             return None;
         }
-        let mut sorted: Vec<f64> = self.scores.iter().copied().collect();
-        sorted.sort_unstable_by(f64::total_cmp);
-        let n = sorted.len();
+        let mut scores: Vec<f64> = self.scores.iter().copied().collect();
+        let n = scores.len();
         let level = 1.0 - self.alpha_used;
         let margin = if level >= 1.0 {
             // Asked for more than the data can show: the worst error seen, widened.
-            sorted[n - 1] * 1.5
-        } else if level <= 0.0 {
-            sorted[0]
+            scores.iter().copied().fold(f64::NEG_INFINITY, f64::max) * 1.5
         } else {
-            // Finite-sample conformal rank ⌈(n+1)·level⌉.
-            let rank = ((n as f64 + 1.0) * level).ceil() as usize;
-            sorted[rank.clamp(1, n) - 1]
+            // Finite-sample conformal rank ⌈(n+1)·level⌉ (the smallest for level ≤ 0).
+            let rank = ((n as f64 + 1.0) * level.max(0.0)).ceil() as usize;
+            *scores
+                .select_nth_unstable_by(rank.clamp(1, n) - 1, f64::total_cmp)
+                .1
         };
         let margin = margin.max(0.0) * spread;
         Some(((point_max.max(0.0) + 1.0) * margin.exp() - 1.0).max(point_max))
@@ -106,7 +103,8 @@ mod tests {
         // Realised maxima are the prediction times 1.00 .. 1.99 in equal steps.
         let mut c = MaxCalibrator::new(0.9, 1, 1000, 10);
         for i in 0..100u64 {
-            c.record(i, 1000.0, f64::INFINITY);
+            // An upper bound that misses 10 % keeps the adaptive level where it started.
+            c.record(i, 1000.0, 1895.0);
             c.observe(i + 1, 1000.0 * (1.0 + (i % 100) as f64 / 100.0));
         }
         let upper = c.upper(1000.0, 1.0).unwrap();

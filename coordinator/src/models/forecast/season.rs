@@ -111,8 +111,9 @@ impl CoarseHistory {
 
 /// The lag (in slots) with the strongest autocorrelation of first differences (differencing
 /// removes the trend that would otherwise dominate), among local maxima in
-/// `[min_lag, max_lag]` with two full cycles in `values` and correlation ≥ `min_acf`. A shorter
-/// lag within 90 % of the best wins, so a multiple of the true period is not picked.
+/// `[min_lag, max_lag]` with two full cycles in `values` and correlation ≥ `min_acf`. A
+/// divisor of the best lag within 90 % of its correlation wins, so a multiple of the true period
+/// is not picked.
 pub fn detect_period(
     values: &[f64],
     min_lag: usize,
@@ -139,17 +140,30 @@ pub fn detect_period(
             .sum();
         sum / (n - lag) as f64 / variance
     };
-    let lags: Vec<usize> = (min_lag.max(1) - 1..=max_lag + 1)
-        .filter(|&l| l < n)
+    // Correlations averaged over ±2 lags, so that noise does not move a broad peak.
+    let first = min_lag.max(4) - 3;
+    let raw: Vec<f64> = (first..=max_lag + 3)
+        .map(|l| if l < n { acf(l) } else { 0.0 })
         .collect();
-    let values_at: Vec<f64> = lags.iter().map(|&l| acf(l)).collect();
+    let lags: Vec<usize> = (first + 2..=max_lag + 1).collect();
+    let values_at: Vec<f64> = raw
+        .windows(5)
+        .map(|w| w.iter().sum::<f64>() / 5.0)
+        .collect();
     let peaks: Vec<(usize, f64)> = (1..values_at.len().saturating_sub(1))
         .filter(|&i| values_at[i] >= values_at[i - 1] && values_at[i] >= values_at[i + 1])
         .map(|i| (lags[i], values_at[i]))
         .filter(|&(lag, r)| lag >= min_lag && lag <= max_lag && r >= min_acf)
         .collect();
-    let best = peaks.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max);
-    peaks.into_iter().find(|p| p.1 >= 0.9 * best)
+    let best = peaks.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    let divides_best = |lag: usize| {
+        let cycles = (best.0 as f64 / lag as f64).round();
+        cycles >= 2.0 && (best.0 as f64 - cycles * lag as f64).abs() <= 0.05 * best.0 as f64
+    };
+    peaks
+        .into_iter()
+        .find(|p| p.1 >= 0.9 * best.1 && divides_best(p.0))
+        .or(Some(best))
 }
 
 /// Zero-mean seasonal profile of period `lag`, indexed by absolute slot index modulo `lag`:
@@ -252,6 +266,12 @@ mod tests {
     fn finds_the_period_of_a_noisy_sine_with_trend() {
         let (lag, r) = detect_period(&series(700, 90, 20.0), 10, 400, 0.5).unwrap();
         assert!((89..=91).contains(&lag), "lag {lag} acf {r}");
+    }
+
+    #[test]
+    fn prefers_the_period_over_its_multiples() {
+        let (lag, _) = detect_period(&series(2000, 60, 5.0), 10, 1000, 0.5).unwrap();
+        assert!((59..=61).contains(&lag), "lag {lag}");
     }
 
     #[test]
