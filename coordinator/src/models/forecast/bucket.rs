@@ -85,6 +85,7 @@ impl BucketAggregator {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -89,6 +89,7 @@ impl MaxCalibrator {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

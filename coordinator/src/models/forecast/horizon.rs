@@ -63,6 +63,7 @@ impl<P> HorizonMaxTracker<P> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -138,7 +138,7 @@ impl ForecastConfig {
             return fail("quantile must be in (0, 1)");
         }
         let s = &self.season;
-        if s.resolution_s < self.bucket_s || s.resolution_s % self.bucket_s != 0 {
+        if s.resolution_s < self.bucket_s || !s.resolution_s.is_multiple_of(self.bucket_s) {
             return fail("season.resolution_s must be a multiple of bucket_s");
         }
         if s.min_period_s < 4 * u64::from(s.resolution_s) || s.max_period_s < s.min_period_s {
@@ -147,7 +147,7 @@ impl ForecastConfig {
         if self.calibration_window == 0 || self.calibrate_every_s == 0 {
             return fail("calibration_window and calibrate_every_s must be positive");
         }
-        if !(self.warmup_margin >= 0.0) {
+        if self.warmup_margin.is_nan() || self.warmup_margin < 0.0 {
             return fail("warmup_margin must be >= 0");
         }
         Ok(())

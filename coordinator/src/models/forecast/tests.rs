@@ -1,5 +1,7 @@
 //! Behaviour of the whole forecaster on synthetic series (seeded, no files, no clocks).
 
+#![allow(clippy::unwrap_used)]
+
 use std::f64::consts::TAU;
 
 use super::naive::NaiveRule;
