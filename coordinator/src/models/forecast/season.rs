@@ -120,50 +120,117 @@ pub fn detect_period(
     max_lag: usize,
     min_acf: f64,
 ) -> Option<(usize, f64)> {
-    if values.len() < 3 {
-        return None;
+    if values.len() <= DETECT_FULL_RESOLUTION_UP_TO {
+        return detect_at_full_resolution(values, min_lag, max_lag, min_acf)
+            .map(|(lag, r)| (lag.round() as usize, r));
     }
-    let diffs: Vec<f64> = values.windows(2).map(|w| w[1] - w[0]).collect();
-    let n = diffs.len();
-    let mean = diffs.iter().sum::<f64>() / n as f64;
-    let centred: Vec<f64> = diffs.iter().map(|d| d - mean).collect();
-    let variance = centred.iter().map(|d| d * d).sum::<f64>() / n as f64;
-    let max_lag = max_lag.min(values.len() / 2);
-    if variance <= 0.0 || min_lag.max(1) + 1 > max_lag {
-        return None;
+    // Long histories: search on block means (the cost is quadratic in the length); the peak's
+    // centre is fractional, so the lag keeps full resolution.
+    let block = values.len().div_ceil(DETECT_FULL_RESOLUTION_UP_TO);
+    let coarse: Vec<f64> = values
+        .chunks(block)
+        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+        .collect();
+    let (coarse_lag, r) =
+        detect_at_full_resolution(&coarse, min_lag.div_ceil(block), max_lag / block, min_acf)?;
+    let lag = (coarse_lag * block as f64).round() as usize;
+    (lag >= min_lag && lag <= max_lag && 2 * lag <= values.len()).then_some((lag, r))
+}
+
+/// Above this many slots, detection first runs on block means.
+const DETECT_FULL_RESOLUTION_UP_TO: usize = 1_440;
+
+/// Autocorrelation of first differences (differencing removes the trend that would otherwise
+/// dominate), unbiased per lag.
+struct AutocorrelationOfDifferences {
+    centred: Vec<f64>,
+    variance: f64,
+}
+
+impl AutocorrelationOfDifferences {
+    fn new(values: &[f64]) -> Option<Self> {
+        if values.len() < 3 {
+            return None;
+        }
+        let diffs: Vec<f64> = values.windows(2).map(|w| w[1] - w[0]).collect();
+        let mean = diffs.iter().sum::<f64>() / diffs.len() as f64;
+        let centred: Vec<f64> = diffs.iter().map(|d| d - mean).collect();
+        let variance = centred.iter().map(|d| d * d).sum::<f64>() / centred.len() as f64;
+        (variance > 0.0).then_some(Self { centred, variance })
     }
-    let acf = |lag: usize| -> f64 {
-        let sum: f64 = centred[..n - lag]
+
+    fn at(&self, lag: usize) -> f64 {
+        let n = self.centred.len();
+        if lag == 0 || lag >= n {
+            return 0.0;
+        }
+        let sum: f64 = self.centred[..n - lag]
             .iter()
-            .zip(&centred[lag..])
+            .zip(&self.centred[lag..])
             .map(|(a, b)| a * b)
             .sum();
-        sum / (n - lag) as f64 / variance
-    };
-    // Correlations averaged over ±2 lags, so that noise does not move a broad peak.
-    let first = min_lag.max(4) - 3;
-    let raw: Vec<f64> = (first..=max_lag + 3)
-        .map(|l| if l < n { acf(l) } else { 0.0 })
-        .collect();
-    let lags: Vec<usize> = (first + 2..=max_lag + 1).collect();
-    let values_at: Vec<f64> = raw
+        sum / (n - lag) as f64 / self.variance
+    }
+}
+
+/// As [`detect_period`], the lag being the centre of the chosen peak: the correlation-weighted
+/// centroid of the lags around it within 20 % of its correlation (at most ±10 % of the lag).
+/// The top of a broad peak is flat, so its argmax wanders with noise; its centre does not.
+fn detect_at_full_resolution(
+    values: &[f64],
+    min_lag: usize,
+    max_lag: usize,
+    min_acf: f64,
+) -> Option<(f64, f64)> {
+    let curve = AutocorrelationOfDifferences::new(values)?;
+    let max_lag = max_lag.min(values.len() / 2);
+    if min_lag.max(1) + 1 > max_lag {
+        return None;
+    }
+    // Each correlation once, then the ±2-lag average over them (lags from 1, so that the first
+    // zero crossing is seen: a smooth series correlates highly at every short lag, and only a
+    // peak after the correlation has dropped below zero is a period).
+    let raw: Vec<f64> = (0..=max_lag + 3).map(|l| curve.at(l)).collect();
+    let smoothed: Vec<f64> = raw
         .windows(5)
         .map(|w| w.iter().sum::<f64>() / 5.0)
         .collect();
-    let peaks: Vec<(usize, f64)> = (1..values_at.len().saturating_sub(1))
-        .filter(|&i| values_at[i] >= values_at[i - 1] && values_at[i] >= values_at[i + 1])
-        .map(|i| (lags[i], values_at[i]))
-        .filter(|&(lag, r)| lag >= min_lag && lag <= max_lag && r >= min_acf)
+    // smoothed[i] is the average around lag i + 2.
+    let at = |lag: usize| smoothed[lag - 2];
+    let first_negative = (3..=max_lag).find(|&lag| at(lag) < 0.0)?;
+    let peaks: Vec<(usize, f64)> = (min_lag.max(first_negative).max(3)..=max_lag)
+        .filter(|&lag| at(lag) >= at(lag - 1) && at(lag) >= at(lag + 1))
+        .map(|lag| (lag, at(lag)))
+        .filter(|&(_, r)| r >= min_acf)
         .collect();
     let best = peaks.iter().copied().max_by(|a, b| a.1.total_cmp(&b.1))?;
     let divides_best = |lag: usize| {
         let cycles = (best.0 as f64 / lag as f64).round();
         cycles >= 2.0 && (best.0 as f64 - cycles * lag as f64).abs() <= 0.05 * best.0 as f64
     };
-    peaks
+    let (lag, r) = peaks
         .into_iter()
         .find(|p| p.1 >= 0.9 * best.1 && divides_best(p.0))
-        .or(Some(best))
+        .unwrap_or(best);
+    let (threshold, reach) = (0.8 * r, (lag / 10).max(1));
+    let in_peak =
+        |l: usize| l >= 3 && l <= max_lag && l.abs_diff(lag) <= reach && at(l) >= threshold;
+    let mut lo = lag;
+    while in_peak(lo - 1) {
+        lo -= 1;
+    }
+    let mut hi = lag;
+    while in_peak(hi + 1) {
+        hi += 1;
+    }
+    let weights: Vec<(f64, f64)> = (lo..=hi).map(|l| (l as f64, at(l) - threshold)).collect();
+    let total: f64 = weights.iter().map(|w| w.1).sum();
+    let centre = if total > 0.0 {
+        weights.iter().map(|(l, w)| l * w).sum::<f64>() / total
+    } else {
+        lag as f64
+    };
+    Some((centre, r))
 }
 
 /// Zero-mean seasonal profile of period `lag`, indexed by absolute slot index modulo `lag`:
@@ -273,6 +340,15 @@ mod tests {
     fn prefers_the_period_over_its_multiples() {
         let (lag, _) = detect_period(&series(2000, 60, 5.0), 10, 1000, 0.5).unwrap();
         assert!((59..=61).contains(&lag), "lag {lag}");
+    }
+
+    #[test]
+    fn long_histories_are_searched_coarse_then_refined() {
+        // Noise dominates the differences here (SNR < 1): within 1.5 % is what the data allows.
+        let (lag, _) = detect_period(&series(5_000, 1_000, 20.0), 10, 3_000, 0.5).unwrap();
+        assert!((985..=1_015).contains(&lag), "lag {lag}");
+        let (lag, _) = detect_period(&series(5_000, 97, 5.0), 10, 3_000, 0.5).unwrap();
+        assert!((95..=99).contains(&lag), "lag {lag}");
     }
 
     #[test]
