@@ -220,3 +220,23 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// The parser returns an error or a sorted trace for any input, and never panics.
+        #[test]
+        fn any_text_parses_or_fails_cleanly(body in "(\\PC{0,30}\n){0,20}") {
+            let text = format!("{HEADER}\n{body}");
+            match parse_rate_trace(&text) {
+                Ok(trace) => prop_assert!(trace.points.windows(2).all(|w| w[0].t_s < w[1].t_s)),
+                Err(Error::Trace { line, .. }) => prop_assert!(line >= 2),
+                Err(other) => prop_assert!(false, "unexpected error {other}"),
+            }
+        }
+    }
+}

@@ -258,3 +258,36 @@ fn bad_configs_are_rejected_with_a_reason() {
         );
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+
+    use super::super::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Any sequence of observations (late, duplicate, huge, negative, NaN, long gaps) leaves
+        /// the forecaster answering with finite, ordered numbers.
+        #[test]
+        fn arbitrary_observations_never_break_the_forecast(
+            steps in proptest::collection::vec((0u64..4_000, prop_oneof![
+                8 => 0.0f64..1e6,
+                1 => Just(f64::NAN),
+                1 => -1e3f64..0.0,
+                1 => 1e12f64..1e15,
+            ]), 1..400),
+        ) {
+            let mut model = OnlineForecaster::new(ForecastConfig::default()).unwrap();
+            let mut t = 1_000_000u64;
+            for (dt, rate) in steps {
+                t = if dt < 50 { t.saturating_sub(dt) } else { t + dt / 50 };
+                model.observe(t, rate);
+                if let Some(f) = model.forecast(600) {
+                    prop_assert!(f.point_max.is_finite() && f.point_max >= 0.0, "{f:?}");
+                    prop_assert!(f.upper_max.is_finite() && f.upper_max >= f.point_max, "{f:?}");
+                }
+            }
+        }
+    }
+}
