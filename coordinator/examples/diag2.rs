@@ -1,18 +1,13 @@
 use demeter_coordinator::models::forecast::*;
-use std::time::Instant;
+use demeter_coordinator::trace::parse_rate_trace;
 fn main() {
-    for n in [1080usize, 2880, 5880] {
-        let v: Vec<f64> = (0..n)
-            .map(|i| (i as f64 / 57.0).sin() * 100.0 + (i as f64 * 0.37).cos())
-            .collect();
-        let cfg = SeasonConfig::default();
-        let mut best = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            let p = choose_period(&v, &cfg);
-            best = best.min(t.elapsed().as_secs_f64() * 1e3);
-            std::hint::black_box(p);
-        }
-        println!("n={n} choose_period {best:.2} ms");
+    let text = std::fs::read_to_string("data/traces/CARS_3D_1S_4_sub_35K_max.csv").unwrap();
+    let points = parse_rate_trace(&text).unwrap().points;
+    let mut total = 0.0;
+    for _ in 0..10 {
+        let mut f = OnlineForecaster::new(ForecastConfig::default()).unwrap();
+        for p in &points { f.observe(p.t_s, p.rate); }
+        total += f.forecast(600).unwrap().point_max;
     }
+    println!("{total}");
 }

@@ -171,8 +171,8 @@ pub struct HoltBank {
 }
 
 impl HoltBank {
-    /// `horizon`: buckets over which members are scored; `memory`: buckets the error average
-    /// remembers (roughly).
+    /// `horizon`: buckets over which members are scored; `memory`: scored forecasts the error
+    /// average remembers (roughly).
     pub fn new(params: &[HoltParams], horizon: u64, memory: u64) -> Self {
         let horizon = horizon.max(1);
         Self {
@@ -198,16 +198,18 @@ impl HoltBank {
             .is_some_and(|m| m.model.is_initialised())
     }
 
-    /// Feeds bucket `index`'s `level` after `skipped` empty buckets. `season_now` is the profile
-    /// at this bucket, `season_ahead[k]` at bucket `index + 1 + k` for `k < horizon` (shorter or
-    /// empty means 0).
+    /// Feeds bucket `index`'s `level` after `skipped` empty buckets; `season_now` is the profile
+    /// at this bucket. With `score_ahead`, each member's horizon-maximum forecast is also kept
+    /// for scoring; it holds the profile at buckets `index + 1 ..= index + horizon` (shorter or
+    /// empty means 0). Scoring every few buckets is enough: consecutive windows overlap almost
+    /// entirely, and the forecasts cost most of an update.
     pub fn update(
         &mut self,
         index: u64,
         level: f64,
         skipped: u64,
         season_now: f64,
-        season_ahead: &[f64],
+        score_ahead: Option<&[f64]>,
     ) {
         let (decay, horizon) = (self.mse_decay, self.horizon);
         let members = &mut self.members;
@@ -222,19 +224,29 @@ impl HoltBank {
                 m.scored += 1;
             }
         });
-        let mut predictions = Vec::with_capacity(self.members.len());
         for m in &mut self.members {
-            let own = |s: f64| if m.seasonal { s } else { 0.0 };
+            let own = if m.seasonal { season_now } else { 0.0 };
             m.model.skip(skipped);
-            m.model.update(level - own(season_now));
-            let predicted = m
-                .model
-                .forecasts(1, horizon)
-                .enumerate()
-                .map(|(k, f)| f + own(season_ahead.get(k).copied().unwrap_or(0.0)))
-                .fold(f64::NEG_INFINITY, f64::max);
-            predictions.push(predicted);
+            m.model.update(level - own);
         }
+        let Some(season_ahead) = score_ahead else {
+            return;
+        };
+        let predictions = self
+            .members
+            .iter()
+            .map(|m| {
+                let own = |k: usize| match m.seasonal {
+                    true => season_ahead.get(k).copied().unwrap_or(0.0),
+                    false => 0.0,
+                };
+                m.model
+                    .forecasts(1, horizon)
+                    .enumerate()
+                    .map(|(k, f)| f + own(k))
+                    .fold(f64::NEG_INFINITY, f64::max)
+            })
+            .collect();
         self.scorer.predict(index, predictions);
     }
 
@@ -374,7 +386,7 @@ mod tests {
         let params = default_bank_params();
         let mut bank = HoltBank::new(&params, 10, 100);
         for i in 0..600 {
-            bank.update(i, 10.0 * i as f64, 0, 0.0, &[]);
+            bank.update(i, 10.0 * i as f64, 0, 0.0, Some(&[]));
         }
         let weights = bank.weights();
         let equal = vec![1.0 / weights.len() as f64; weights.len()];

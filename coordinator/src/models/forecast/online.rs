@@ -8,8 +8,8 @@ use super::season::{CoarseHistory, Season, choose_period, seasonal_profile};
 use super::{Forecast, ForecastConfig, Forecaster};
 use crate::Result;
 
-/// Roughly how many buckets the bank's error averages remember.
-const BANK_MEMORY_BUCKETS: u64 = 360;
+/// Roughly how long the bank's error averages remember.
+const BANK_MEMORY_S: u64 = 3_600;
 /// Smoothing of the typical peak above the bucket level.
 const EXCESS_RATE: f64 = 0.02;
 
@@ -41,7 +41,11 @@ impl OnlineForecaster {
         let calibration_horizon = horizon_buckets;
         Ok(Self {
             buckets: BucketAggregator::new(cfg.bucket_s),
-            bank: HoltBank::new(&default_bank_params(), horizon_buckets, BANK_MEMORY_BUCKETS),
+            bank: HoltBank::new(
+                &default_bank_params(),
+                horizon_buckets,
+                BANK_MEMORY_S / cfg.calibrate_every_s,
+            ),
             history: CoarseHistory::new(u64::from(cfg.season.resolution_s), slots_kept as usize),
             season: None,
             slots_since_refresh: 0,
@@ -103,9 +107,15 @@ impl OnlineForecaster {
         };
         self.excess +=
             EXCESS_RATE.max(1.0 / (self.closed_buckets + 1) as f64) * (capped - self.excess);
-        let ahead = self.season_path(b.index + 1, b.index + self.horizon_buckets);
+        // Members are scored at the calibration cadence.
+        let score_every = (self.cfg.calibrate_every_s / u64::from(self.cfg.bucket_s)).max(1);
+        let ahead = b
+            .index
+            .is_multiple_of(score_every)
+            .then(|| self.season_path(b.index + 1, b.index + self.horizon_buckets));
+        let season_now = self.seasonal(b.index);
         self.bank
-            .update(b.index, b.level, skipped, self.seasonal(b.index), &ahead);
+            .update(b.index, b.level, skipped, season_now, ahead.as_deref());
         self.closed_buckets += 1;
         self.last_closed = Some(b.index);
         let start_s = b.index * u64::from(self.cfg.bucket_s);
