@@ -6,7 +6,9 @@ fn main() {
     let mut total = 0.0;
     for _ in 0..10 {
         let mut f = OnlineForecaster::new(ForecastConfig::default()).unwrap();
-        for p in &points { f.observe(p.t_s, p.rate); }
+        for p in &points {
+            f.observe(p.t_s, p.rate);
+        }
         total += f.forecast(600).unwrap().point_max;
     }
     println!("{total}");

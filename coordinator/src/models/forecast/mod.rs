@@ -28,6 +28,7 @@
 //! gap longer than `reset_after_gap_s` the level models restart and the first forecast comes
 //! with the next closed bucket.
 
+mod bank;
 mod bucket;
 mod calibration;
 mod evaluate;

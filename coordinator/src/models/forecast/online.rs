@@ -1,9 +1,9 @@
 //! The forecaster the coordinator runs per job: wires buckets, season, the level bank and the
 //! calibrator together (see the module doc of `forecast` for the design and why).
 
+use super::bank::{HoltBank, default_bank_params};
 use super::bucket::{Bucket, BucketAggregator};
 use super::calibration::MaxCalibrator;
-use super::holt::{HoltBank, default_bank_params};
 use super::season::{CoarseHistory, Season, choose_period, seasonal_profile};
 use super::{Forecast, ForecastConfig, Forecaster};
 use crate::Result;
