@@ -192,6 +192,47 @@ fn works_on_less_than_one_daily_season() {
     assert!(scores.mase < 0.5, "{scores:?}");
 }
 
+/// Three days of a daily pattern with a sharp evening peak: once two days are in, the daily
+/// season must be found and pay off on the third day.
+#[test]
+fn daily_season_is_used_once_two_days_are_seen() {
+    let mut rng = Lcg(11);
+    let day = 86_400.0;
+    let points: Vec<RatePoint> = (0..3 * 86_400u64)
+        .map(|t| {
+            let phase = (t as f64 % day) / day;
+            let evening = (-((phase - 0.8) / 0.03).powi(2)).exp();
+            let rate =
+                20_000.0 - 8_000.0 * (TAU * phase).cos() + 15_000.0 * evening + 300.0 * rng.next();
+            RatePoint { t_s: t, rate }
+        })
+        .collect();
+    let third_day = EvalConfig {
+        warmup_s: 2 * 86_400 + 3_600,
+        ..EvalConfig::default()
+    };
+    let mut seasonal = ours();
+    let with_season = evaluate(&mut seasonal, &points, third_day);
+    let mut without = OnlineForecaster::new(ForecastConfig {
+        season: SeasonConfig {
+            known_periods_s: Vec::new(),
+            detect: false,
+            ..SeasonConfig::default()
+        },
+        ..ForecastConfig::default()
+    })
+    .unwrap();
+    let no_season = evaluate(&mut without, &points, third_day);
+    assert_eq!(
+        seasonal.period_s().map(|p| p.abs_diff(86_400) <= 180),
+        Some(true)
+    );
+    assert!(
+        with_season.mae < 0.8 * no_season.mae,
+        "with {with_season:?} without {no_season:?}"
+    );
+}
+
 #[test]
 fn invalid_and_late_observations_are_ignored() {
     let mut model = ours();
