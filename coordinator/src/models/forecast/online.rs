@@ -38,7 +38,6 @@ impl OnlineForecaster {
         let horizon_buckets = u64::from(cfg.horizon_s.div_ceil(cfg.bucket_s));
         let slots_kept =
             (cfg.season.max_period_s * 2 + 2 * 3_600) / u64::from(cfg.season.resolution_s);
-        let calibration_horizon = horizon_buckets;
         Ok(Self {
             buckets: BucketAggregator::new(cfg.bucket_s),
             bank: HoltBank::new(
@@ -51,7 +50,7 @@ impl OnlineForecaster {
             slots_since_refresh: 0,
             calibrator: MaxCalibrator::new(
                 cfg.quantile,
-                calibration_horizon,
+                horizon_buckets,
                 cfg.calibration_window,
                 cfg.min_calibration_scores,
             ),

@@ -287,6 +287,21 @@ fn bad_configs_are_rejected_with_a_reason() {
             ..ForecastConfig::default()
         },
         ForecastConfig {
+            horizon_s: u32::MAX,
+            ..ForecastConfig::default()
+        },
+        ForecastConfig {
+            season: SeasonConfig {
+                max_period_s: u64::MAX,
+                ..SeasonConfig::default()
+            },
+            ..ForecastConfig::default()
+        },
+        ForecastConfig {
+            calibration_window: usize::MAX,
+            ..ForecastConfig::default()
+        },
+        ForecastConfig {
             warmup_margin: f64::NAN,
             ..ForecastConfig::default()
         },
