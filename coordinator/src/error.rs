@@ -13,6 +13,9 @@ pub enum Error {
     },
     #[error("invalid input in {path}: {message}")]
     InvalidFile { path: PathBuf, message: String },
+    /// A rate trace (`timestamp|value` CSV) that does not parse; `line` is 1-based.
+    #[error("rate trace line {line}: {message}")]
+    Trace { line: usize, message: String },
     #[error("model: {0}")]
     Model(String),
     #[error("store: {0}")]

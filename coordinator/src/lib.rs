@@ -7,6 +7,7 @@ pub mod flink;
 pub mod ingest;
 pub mod models;
 pub mod store;
+pub mod trace;
 pub mod twin;
 
 pub use error::{Error, FlinkErrorKind, Result};
