@@ -158,7 +158,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     out.push(score(&test, predict.as_ref(), fit_ms));
                 }
             }
-            for (i, (method, runs)) in scores.iter().enumerate() {
+            println!(
+                "{:<10} {:>4}  ({:.0}% of held-out points truly feasible)",
+                job,
+                n,
+                100.0 * feasible_share / seeds as f64
+            );
+            for (method, runs) in &scores {
                 let mean =
                     |f: fn(&Score) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
                 let sd = |f: fn(&Score) -> f64| {
@@ -166,17 +172,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     (runs.iter().map(|s| (f(s) - m).powi(2)).sum::<f64>() / runs.len() as f64)
                         .sqrt()
                 };
-                let label = if i == 0 {
-                    format!(
-                        "{job} ({:.0}% feasible)",
-                        100.0 * feasible_share / seeds as f64
-                    )
-                } else {
-                    String::new()
-                };
                 println!(
                     "{:<10} {:>4}  {:<19} {:>6.1}%±{:>4.1} {:>10.1}% {:>12.3} {:>12.3} {:>12.3} {:>9.0}",
-                    if i == 0 { job } else { "" },
+                    "",
                     n,
                     method.name(),
                     100.0 * mean(|s| s.accuracy),
@@ -187,9 +185,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     mean(|s| s.recovery_log_rmse),
                     mean(|s| s.fit_ms),
                 );
-                if i == 2 {
-                    println!("{:<10} {label}", "");
-                }
             }
         }
     }

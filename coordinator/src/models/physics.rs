@@ -299,7 +299,7 @@ fn log_grid(lo: f64, hi: f64, n: usize) -> impl Iterator<Item = f64> {
     (0..n).map(move |i| lo * (step * i as f64).exp())
 }
 
-fn median(values: &[f64]) -> f64 {
+pub(crate) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     match sorted.len() {
