@@ -51,6 +51,9 @@ struct Score {
     fit_ms: f64,
 }
 
+/// Predicted (p95 latency ms, recovery s, feasible?) at a test point.
+type Predictor = dyn Fn(&TestPoint) -> (f64, f64, bool);
+
 struct TestPoint {
     config: JobConfig,
     rate: f64,
@@ -126,7 +129,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let options = fit_options(seed);
                 for (method, out) in &mut scores {
                     let started = Instant::now();
-                    let predict: Box<dyn Fn(&TestPoint) -> (f64, f64, bool)> = match method {
+                    let predict: Box<Predictor> = match method {
                         Method::PhysicsOnly => {
                             let prior = PhysicsPrior::fit(&train);
                             Box::new(move |t: &TestPoint| {
