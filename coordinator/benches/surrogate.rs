@@ -51,6 +51,9 @@ struct Score {
     fit_ms: f64,
 }
 
+/// Predicted (p95 latency ms, recovery s, feasible?) at a test point.
+type Predictor = dyn Fn(&TestPoint) -> (f64, f64, bool);
+
 struct TestPoint {
     config: JobConfig,
     rate: f64,
@@ -126,7 +129,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let options = fit_options(seed);
                 for (method, out) in &mut scores {
                     let started = Instant::now();
-                    let predict: Box<dyn Fn(&TestPoint) -> (f64, f64, bool)> = match method {
+                    let predict: Box<Predictor> = match method {
                         Method::PhysicsOnly => {
                             let prior = PhysicsPrior::fit(&train);
                             Box::new(move |t: &TestPoint| {
@@ -158,7 +161,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     out.push(score(&test, predict.as_ref(), fit_ms));
                 }
             }
-            for (i, (method, runs)) in scores.iter().enumerate() {
+            println!(
+                "{:<10} {:>4}  ({:.0}% of held-out points truly feasible)",
+                job,
+                n,
+                100.0 * feasible_share / seeds as f64
+            );
+            for (method, runs) in &scores {
                 let mean =
                     |f: fn(&Score) -> f64| runs.iter().map(f).sum::<f64>() / runs.len() as f64;
                 let sd = |f: fn(&Score) -> f64| {
@@ -166,17 +175,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     (runs.iter().map(|s| (f(s) - m).powi(2)).sum::<f64>() / runs.len() as f64)
                         .sqrt()
                 };
-                let label = if i == 0 {
-                    format!(
-                        "{job} ({:.0}% feasible)",
-                        100.0 * feasible_share / seeds as f64
-                    )
-                } else {
-                    String::new()
-                };
                 println!(
                     "{:<10} {:>4}  {:<19} {:>6.1}%±{:>4.1} {:>10.1}% {:>12.3} {:>12.3} {:>12.3} {:>9.0}",
-                    if i == 0 { job } else { "" },
+                    "",
                     n,
                     method.name(),
                     100.0 * mean(|s| s.accuracy),
@@ -187,9 +188,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     mean(|s| s.recovery_log_rmse),
                     mean(|s| s.fit_ms),
                 );
-                if i == 2 {
-                    println!("{:<10} {label}", "");
-                }
             }
         }
     }

@@ -209,6 +209,7 @@ pub fn to_csv(observations: &[Observation]) -> Result<String> {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

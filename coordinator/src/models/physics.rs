@@ -6,8 +6,9 @@
 //!
 //! - **Capacity** (events/s the job can process): every observation with a busy fraction `b`
 //!   at rate `r` measures capacity ≈ `r / b` (DS2 / Flink autoscaler), at any load. Capacity of a
-//!   configuration is log-linear: `ln cap = c0 + α·ln p + β·ln(cpu/slot) + μ·ln(mem/slot / 1 GB)
-//!   + κ·(10 s / interval)`: α < 1 is diminishing returns in parallelism, μ the memory/GC effect,
+//!   configuration is log-linear:
+//!   `ln cap = c0 + α·ln p + β·ln(cpu/slot) + μ·ln(mem/slot / 1 GB) + κ·(10 s / interval)`:
+//!   α < 1 is diminishing returns in parallelism, μ the memory/GC effect,
 //!   κ the checkpoint cost. Ridge terms pull α towards 1 and the rest towards 0, so two or three
 //!   observations already give a usable model.
 //! - **Latency** (p95): `base · (1 + k · ρ/(1 − ρ))` with utilisation `ρ = rate / capacity`,
@@ -122,7 +123,8 @@ impl PhysicsPrior {
     /// saturated ones (busy fraction above the band, or ρ ≥ 1). Huber loss in log space.
     /// Without rows the defaults stay.
     fn fit_latency(&mut self, observations: &[Observation], capacities: &[f64]) {
-        let (saturated, unsaturated): (Vec<(f64, f64)>, Vec<(f64, f64)>) = observations
+        type Rows = Vec<(f64, f64)>;
+        let (saturated, unsaturated): (Rows, Rows) = observations
             .iter()
             .zip(capacities)
             .map(|(o, cap)| (o.rate.max(0.0) / cap, o.latency_p95_ms.ln()))
@@ -299,7 +301,7 @@ fn log_grid(lo: f64, hi: f64, n: usize) -> impl Iterator<Item = f64> {
     (0..n).map(move |i| lo * (step * i as f64).exp())
 }
 
-fn median(values: &[f64]) -> f64 {
+pub(crate) fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_by(f64::total_cmp);
     match sorted.len() {
@@ -333,6 +335,7 @@ fn huber_loss(residuals: impl Iterator<Item = f64>) -> f64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

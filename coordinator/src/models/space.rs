@@ -334,6 +334,7 @@ fn from_unit(grid: &[u32], u: f64) -> u32 {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

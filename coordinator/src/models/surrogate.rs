@@ -14,7 +14,7 @@ use super::gp::{FitOptions, Gp, Hyperparameters, MeanFn, ZeroMean};
 use super::mobo::ehvi::normal_cdf;
 use super::mobo::pareto_front_indices;
 use super::observations::Observation;
-use super::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S};
+use super::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S, median};
 use super::space::{JobConfig, SearchSpace};
 use crate::Result;
 
@@ -346,6 +346,18 @@ fn fit_outcome(
     }
     let (xs, ys): (Vec<Vec<f64>>, Vec<f64>) = rows.into_iter().unzip();
     let gp = match hyper {
+        Hyper::Fit(options) if prior == PriorMean::Physics => {
+            // The GP centres residuals on their mean; overload rows (where a small capacity
+            // error means a huge latency error) would then shift every prediction. The physics
+            // scalars were fitted with a robust loss, so centre on the median instead.
+            let fitted = Gp::fit(&xs, &ys, mean.clone(), options)?;
+            let residuals: Vec<f64> = xs.iter().zip(&ys).map(|(x, y)| y - mean.mean(x)).collect();
+            let hyper = Hyperparameters {
+                mean_offset: median(&residuals),
+                ..fitted.hyperparameters().clone()
+            };
+            Gp::new(&xs, &ys, mean, hyper)?
+        }
         Hyper::Fit(options) => Gp::fit(&xs, &ys, mean, options)?,
         Hyper::Fixed(saved) => match saved.get(index).cloned().flatten() {
             Some(h) => Gp::new(&xs, &ys, mean, h)?,
