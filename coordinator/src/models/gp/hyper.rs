@@ -47,7 +47,7 @@ impl Default for FitOptions {
         Self {
             bounds: HyperBounds::default(),
             restarts: 4,
-            max_iters: 80,
+            max_iters: 60,
             max_points: 300,
             seed: 0,
         }

@@ -342,8 +342,8 @@ pub(crate) fn factorize(gram: DMatrix<f64>, noise: f64) -> Result<(DMatrix<f64>,
         for i in 0..a.nrows() {
             a[(i, i)] += noise + jitter;
         }
-        if let Some(c) = a.cholesky() {
-            return Ok((c.unpack(), jitter));
+        if let Some(l) = cholesky_blocked(a) {
+            return Ok((l, jitter));
         }
     }
     Err(Error::Model(format!(
@@ -352,6 +352,33 @@ pub(crate) fn factorize(gram: DMatrix<f64>, noise: f64) -> Result<(DMatrix<f64>,
         gram.ncols(),
         JITTERS[JITTERS.len() - 1]
     )))
+}
+
+/// Lower Cholesky factor by right-looking blocks: the trailing update is one GEMM per block,
+/// which runs several times faster than nalgebra's unblocked factorisation at n ≥ 200.
+pub(crate) fn cholesky_blocked(mut a: DMatrix<f64>) -> Option<DMatrix<f64>> {
+    let n = a.nrows();
+    let mut k = 0;
+    while k < n {
+        let kb = SOLVE_BLOCK.min(n - k);
+        let l11 = a.view((k, k), (kb, kb)).clone_owned().cholesky()?.unpack();
+        a.view_mut((k, k), (kb, kb)).copy_from(&l11);
+        let rest = n - k - kb;
+        if rest > 0 {
+            // Panel: A21 ← A21 L11⁻ᵀ, solved as L11 A21ᵀ = A21ᵀ.
+            let mut panel_t = a.view((k + kb, k), (rest, kb)).transpose();
+            if !l11.solve_lower_triangular_mut(&mut panel_t) {
+                return None;
+            }
+            let panel = panel_t.transpose();
+            a.view_mut((k + kb, k), (rest, kb)).copy_from(&panel);
+            a.view_mut((k + kb, k + kb), (rest, rest))
+                .gemm(-1.0, &panel, &panel_t, 1.0);
+        }
+        k += kb;
+    }
+    a.fill_upper_triangle(0.0, 1);
+    Some(a)
 }
 
 /// Solves `L Lᵀ a = b` for a lower factor `L`.
