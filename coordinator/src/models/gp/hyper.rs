@@ -6,7 +6,8 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use super::kernel::{matern52, matern52_radial_derivative};
-use super::model::{Hyperparameters, factorize, solve_lower_blocked};
+use super::linalg::{factorize, solve_lower_blocked};
+use super::model::Hyperparameters;
 use super::optim::lbfgs;
 use crate::{Error, Result};
 
@@ -233,12 +234,19 @@ pub(crate) fn optimise<X: AsRef<[f64]>>(
             best = Some((m.value, m.x));
         }
     }
-    let (_, u) = best.ok_or_else(|| {
+    let (neg_lml, u) = best.ok_or_else(|| {
         Error::Model(format!(
             "LML optimisation failed from every start (n = {n})"
         ))
     })?;
     let p = to_params(&u);
+    tracing::debug!(
+        n,
+        subset = rows.len(),
+        lml_per_point = -neg_lml,
+        restarts = options.restarts,
+        "GP hyperparameters fitted"
+    );
     Ok(Hyperparameters {
         lengthscales: p[..d].iter().map(|v| v.exp()).collect(),
         signal_variance: p[d].exp() * scale * scale,

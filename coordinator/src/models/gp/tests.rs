@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::model::{cholesky_blocked, solve_lower_blocked};
+use super::linalg::{cholesky_blocked, solve_lower_blocked};
 use super::*;
 
 fn points(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
