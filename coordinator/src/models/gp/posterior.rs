@@ -39,8 +39,8 @@ impl std::fmt::Debug for Joint {
 impl Gp {
     /// Posterior at `xs` that remembers the cross terms, for joint conditioning later.
     pub fn posterior<X: AsRef<[f64]>>(&self, xs: &[X]) -> Result<Posterior> {
-        let (kt, v) = self.solve_cross(xs)?;
-        let predictions = self.marginals(xs, &kt, &v);
+        let (weights, v) = self.solve_cross(xs)?;
+        let predictions = self.marginals(xs, &weights, &v);
         Ok(Posterior {
             predictions,
             noise_variance: self.noise_std() * self.hyperparameters().signal_variance,
