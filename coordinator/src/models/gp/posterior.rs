@@ -92,12 +92,12 @@ impl Posterior {
             return c;
         };
         let s2 = joint.gp.hyperparameters().signal_variance;
-        let vj = joint.v.column(j);
+        // One matrix-vector product for the data's share of every covariance.
+        let explained = joint.v.tr_mul(&joint.v.column(j));
         let xj = &joint.candidates[j];
         (0..self.len())
             .map(|a| {
-                let mut c =
-                    joint.gp.prior_cov_std(&joint.candidates[a], xj) - joint.v.column(a).dot(&vj);
+                let mut c = joint.gp.prior_cov_std(&joint.candidates[a], xj) - explained[a];
                 for f in &joint.fantasies {
                     c -= f[a] * f[j];
                 }
