@@ -5,7 +5,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::kernel::{matern52, matern52_radial_derivative};
+use super::kernel::matern52_with_derivative;
 use super::linalg::{factorize, solve_lower_blocked};
 use super::model::Hyperparameters;
 use super::optim::lbfgs;
@@ -98,26 +98,23 @@ pub(crate) fn lml_from_pairs(
     let inv_l2: Vec<f64> = log_params[..d].iter().map(|p| (-2.0 * p).exp()).collect();
     let sf2 = log_params[d].exp();
     let sn2 = log_params[d + 1].exp();
-    let radii: Vec<f64> = pairs
+    // Per pair: the correlation and the radial derivative share one exponential.
+    let (corr, radial): (Vec<f64>, Vec<f64>) = pairs
         .squared
         .chunks_exact(d.max(1))
         .map(|sq| {
-            sq.iter()
-                .zip(&inv_l2)
-                .map(|(a, b)| a * b)
-                .sum::<f64>()
-                .sqrt()
+            let r2: f64 = sq.iter().zip(&inv_l2).map(|(a, b)| a * b).sum();
+            matern52_with_derivative(r2.sqrt())
         })
-        .collect();
+        .unzip();
 
+    // Only the lower triangle: the Cholesky and the gradient read nothing else.
     let mut gram = DMatrix::zeros(n, n);
     let mut p = 0;
     for j in 0..n {
         gram[(j, j)] = sf2;
         for i in (j + 1)..n {
-            let v = sf2 * matern52(radii[p]);
-            gram[(i, j)] = v;
-            gram[(j, i)] = v;
+            gram[(i, j)] = sf2 * corr[p];
             p += 1;
         }
     }
@@ -144,7 +141,7 @@ pub(crate) fn lml_from_pairs(
         for i in (j + 1)..n {
             let wij = alpha[i] * alpha[j] - k_inv[(i, j)];
             grad[d] += wij * gram[(i, j)];
-            let common = wij * sf2 * matern52_radial_derivative(radii[p]);
+            let common = wij * sf2 * radial[p];
             let sq = &pairs.squared[p * d..(p + 1) * d];
             for k in 0..d {
                 grad[k] += common * sq[k] * inv_l2[k];

@@ -248,9 +248,9 @@ impl Gp {
         Predictions { mean, variance }
     }
 
-    /// Standardised prior covariance between two inputs (used by fantasies).
-    pub(crate) fn prior_cov_std(&self, a: &[f64], b: &[f64]) -> f64 {
-        self.kernel.eval(a, b)
+    /// The kernel on the standardised scale (unit signal variance).
+    pub(crate) fn unit_kernel(&self) -> &Matern52 {
+        &self.kernel
     }
 
     /// Standardised noise plus jitter, the diagonal a new observation would get.
