@@ -285,15 +285,20 @@ impl SearchSpace {
         out
     }
 
-    /// Maps (config, rate) to the GP's inputs: each grid dimension scaled to [0, 1] by its
-    /// grid's extent, the rate by `max_rate`. Off-grid values land outside [0, 1], which is
-    /// extrapolation, not an error.
+    /// Maps (config, rate) to the GP's inputs in [0, 1]: parallelism, slots, **memory and CPU
+    /// per slot** (log scale), checkpoint interval, rate / `max_rate`. Per-slot resources are
+    /// what a subtask actually gets (GC pressure, CPU share), so effects that depend on them
+    /// are smooth along one axis instead of an interaction of two; the map stays a bijection.
+    /// Off-grid values land outside [0, 1], which is extrapolation, not an error.
     pub fn normalise(&self, config: &JobConfig, rate: f64) -> [f64; INPUT_DIMS] {
+        let slots = f64::from(config.slots_per_tm.max(1));
         [
             unit(&self.parallelism, config.parallelism),
             unit(&self.slots_per_tm, config.slots_per_tm),
-            unit(&self.tm_memory_mb, config.tm_memory_mb),
-            unit(&self.tm_cpu_millis, config.tm_cpu_millis),
+            self.per_slot_axis(&self.tm_memory_mb)
+                .to_unit(f64::from(config.tm_memory_mb) / slots),
+            self.per_slot_axis(&self.tm_cpu_millis)
+                .to_unit(f64::from(config.tm_cpu_millis) / slots),
             unit(&self.checkpoint_interval_s, config.checkpoint_interval_s),
             rate / self.max_rate,
         ]
@@ -303,14 +308,47 @@ impl SearchSpace {
     /// that thinks in configurations be evaluated at the GP's inputs.
     pub fn denormalise(&self, x: &[f64]) -> (JobConfig, f64) {
         let at = |i: usize| x.get(i).copied().unwrap_or(0.5);
+        let slots_per_tm = from_unit(&self.slots_per_tm, at(1));
+        let per_tm = |grid: &[u32], u: f64| {
+            let total = self.per_slot_axis(grid).from_unit(u) * f64::from(slots_per_tm);
+            to_u32(total).unwrap_or(0).max(1)
+        };
         let config = JobConfig {
             parallelism: from_unit(&self.parallelism, at(0)),
-            slots_per_tm: from_unit(&self.slots_per_tm, at(1)),
-            tm_memory_mb: from_unit(&self.tm_memory_mb, at(2)),
-            tm_cpu_millis: from_unit(&self.tm_cpu_millis, at(3)),
+            slots_per_tm,
+            tm_memory_mb: per_tm(&self.tm_memory_mb, at(2)),
+            tm_cpu_millis: per_tm(&self.tm_cpu_millis, at(3)),
             checkpoint_interval_s: from_unit(&self.checkpoint_interval_s, at(4)),
         };
         (config, at(5) * self.max_rate)
+    }
+
+    /// Log-scale axis of a per-TaskManager resource divided among its slots.
+    fn per_slot_axis(&self, grid: &[u32]) -> LogAxis {
+        let (lo, hi) = extent(grid);
+        let (few, many) = extent(&self.slots_per_tm);
+        LogAxis {
+            lo: (lo / many.max(1.0)).ln(),
+            hi: (hi / few.max(1.0)).ln(),
+        }
+    }
+}
+
+struct LogAxis {
+    lo: f64,
+    hi: f64,
+}
+
+impl LogAxis {
+    fn to_unit(&self, value: f64) -> f64 {
+        if self.hi <= self.lo {
+            return 0.5;
+        }
+        (value.max(1e-9).ln() - self.lo) / (self.hi - self.lo)
+    }
+
+    fn from_unit(&self, u: f64) -> f64 {
+        (self.lo + u * (self.hi - self.lo)).exp()
     }
 }
 
@@ -422,7 +460,17 @@ mod tests {
             space.denormalise(&space.normalise(&off_grid, 1.0)).0,
             off_grid
         );
-        let smallest = space.normalise(&space.candidates()[0], 0.0);
-        assert_eq!(smallest, [0.0; INPUT_DIMS]);
+        let starved: JobConfig = "p=8,slots=4,mem=1g,cpu=1,ckpt=10".parse().unwrap();
+        assert_eq!(
+            space.normalise(&starved, 0.0),
+            [0.0, 1.0, 0.0, 0.0, 0.0, 0.0]
+        );
+        let rich: JobConfig = "p=24,slots=1,mem=4g,cpu=3,ckpt=90".parse().unwrap();
+        let x = space.normalise(&rich, space.max_rate);
+        assert!(
+            x.iter()
+                .enumerate()
+                .all(|(i, v)| (v - if i == 1 { 0.0 } else { 1.0 }).abs() < 1e-12)
+        );
     }
 }

@@ -20,6 +20,8 @@ use crate::Result;
 
 /// Log-space standard deviation reported for an outcome no observation has informed yet.
 pub const UNFITTED_LOG_SD: f64 = 1.5;
+/// Physics residuals (log space) are winsorised at ± this before the GP sees them.
+const MAX_RESIDUAL: f64 = 1.0;
 /// Fewer rows than this for an outcome and no GP is fitted (prior only).
 const MIN_ROWS: usize = 2;
 
@@ -344,7 +346,16 @@ fn fit_outcome(
     if rows.len() < MIN_ROWS {
         return Ok(None);
     }
-    let (xs, ys): (Vec<Vec<f64>>, Vec<f64>) = rows.into_iter().unzip();
+    let (xs, mut ys): (Vec<Vec<f64>>, Vec<f64>) = rows.into_iter().unzip();
+    if prior == PriorMean::Physics {
+        // Where the prior is off by more than e^MAX_RESIDUAL (typically overload, where a small
+        // capacity error is a huge latency error), a smooth GP cannot fix it locally and would
+        // drag its neighbours along; keep the direction, bound the size (winsorised residuals).
+        for (x, y) in xs.iter().zip(ys.iter_mut()) {
+            let m = mean.mean(x);
+            *y = m + (*y - m).clamp(-MAX_RESIDUAL, MAX_RESIDUAL);
+        }
+    }
     let gp = match hyper {
         Hyper::Fit(options) if prior == PriorMean::Physics => {
             // The GP centres residuals on their mean; overload rows (where a small capacity
