@@ -296,9 +296,9 @@ impl SearchSpace {
             unit(&self.parallelism, config.parallelism),
             unit(&self.slots_per_tm, config.slots_per_tm),
             self.per_slot_axis(&self.tm_memory_mb)
-                .to_unit(f64::from(config.tm_memory_mb) / slots),
+                .position(f64::from(config.tm_memory_mb) / slots),
             self.per_slot_axis(&self.tm_cpu_millis)
-                .to_unit(f64::from(config.tm_cpu_millis) / slots),
+                .position(f64::from(config.tm_cpu_millis) / slots),
             unit(&self.checkpoint_interval_s, config.checkpoint_interval_s),
             rate / self.max_rate,
         ]
@@ -310,7 +310,7 @@ impl SearchSpace {
         let at = |i: usize| x.get(i).copied().unwrap_or(0.5);
         let slots_per_tm = from_unit(&self.slots_per_tm, at(1));
         let per_tm = |grid: &[u32], u: f64| {
-            let total = self.per_slot_axis(grid).from_unit(u) * f64::from(slots_per_tm);
+            let total = self.per_slot_axis(grid).value_at(u) * f64::from(slots_per_tm);
             to_u32(total).unwrap_or(0).max(1)
         };
         let config = JobConfig {
@@ -340,14 +340,14 @@ struct LogAxis {
 }
 
 impl LogAxis {
-    fn to_unit(&self, value: f64) -> f64 {
+    fn position(&self, value: f64) -> f64 {
         if self.hi <= self.lo {
             return 0.5;
         }
         (value.max(1e-9).ln() - self.lo) / (self.hi - self.lo)
     }
 
-    fn from_unit(&self, u: f64) -> f64 {
+    fn value_at(&self, u: f64) -> f64 {
         (self.lo + u * (self.hi - self.lo)).exp()
     }
 }
