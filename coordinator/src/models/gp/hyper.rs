@@ -5,8 +5,9 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::kernel::{matern52, matern52_radial_derivative};
-use super::model::{Hyperparameters, factorize, solve_lower_blocked};
+use super::kernel::matern52_with_derivative;
+use super::linalg::{factorize, solve_lower_blocked};
+use super::model::Hyperparameters;
 use super::optim::lbfgs;
 use crate::{Error, Result};
 
@@ -47,10 +48,31 @@ impl Default for FitOptions {
         Self {
             bounds: HyperBounds::default(),
             restarts: 4,
-            max_iters: 80,
+            max_iters: 60,
             max_points: 300,
             seed: 0,
         }
+    }
+}
+
+/// Squared coordinate differences of every pair `i > j`, `d` per pair, in the order the LML
+/// loops visit them: computed once per optimisation instead of once per evaluation.
+pub(crate) struct PairDiffs {
+    n: usize,
+    d: usize,
+    squared: Vec<f64>,
+}
+
+impl PairDiffs {
+    pub(crate) fn new(xs: &DMatrix<f64>) -> Self {
+        let (n, d) = xs.shape();
+        let mut squared = Vec::with_capacity(n * n.saturating_sub(1) / 2 * d);
+        for j in 0..n {
+            for i in (j + 1)..n {
+                squared.extend((0..d).map(|k| (xs[(i, k)] - xs[(j, k)]).powi(2)));
+            }
+        }
+        Self { n, d, squared }
     }
 }
 
@@ -61,24 +83,39 @@ pub fn lml_with_gradient(
     z: &DVector<f64>,
     log_params: &[f64],
 ) -> Result<(f64, Vec<f64>)> {
-    let (n, d) = xs.shape();
+    lml_from_pairs(&PairDiffs::new(xs), z, log_params)
+}
+
+pub(crate) fn lml_from_pairs(
+    pairs: &PairDiffs,
+    z: &DVector<f64>,
+    log_params: &[f64],
+) -> Result<(f64, Vec<f64>)> {
+    let (n, d) = (pairs.n, pairs.d);
     if log_params.len() != d + 2 || z.len() != n {
         return Err(Error::Model("LML parameter length mismatch".into()));
     }
-    let inv_l: Vec<f64> = log_params[..d].iter().map(|p| (-p).exp()).collect();
+    let inv_l2: Vec<f64> = log_params[..d].iter().map(|p| (-2.0 * p).exp()).collect();
     let sf2 = log_params[d].exp();
     let sn2 = log_params[d + 1].exp();
-    let scaled = DMatrix::from_fn(n, d, |i, k| xs[(i, k)] * inv_l[k]);
-    let dist2 = |i: usize, j: usize, k: usize| (scaled[(i, k)] - scaled[(j, k)]).powi(2);
-    let radius = |i: usize, j: usize| (0..d).map(|k| dist2(i, j, k)).sum::<f64>().sqrt();
+    // Per pair: the correlation and the radial derivative share one exponential.
+    let (corr, radial): (Vec<f64>, Vec<f64>) = pairs
+        .squared
+        .chunks_exact(d.max(1))
+        .map(|sq| {
+            let r2: f64 = sq.iter().zip(&inv_l2).map(|(a, b)| a * b).sum();
+            matern52_with_derivative(r2.sqrt())
+        })
+        .unzip();
 
+    // Only the lower triangle: the Cholesky and the gradient read nothing else.
     let mut gram = DMatrix::zeros(n, n);
+    let mut p = 0;
     for j in 0..n {
         gram[(j, j)] = sf2;
         for i in (j + 1)..n {
-            let v = sf2 * matern52(radius(i, j));
-            gram[(i, j)] = v;
-            gram[(j, i)] = v;
+            gram[(i, j)] = sf2 * corr[p];
+            p += 1;
         }
     }
     let (chol, _) = factorize(gram.clone(), sn2)?;
@@ -96,6 +133,7 @@ pub fn lml_with_gradient(
     let k_inv = l_inv.tr_mul(&l_inv);
     let mut grad = vec![0.0; d + 2];
     let mut trace_w = 0.0;
+    let mut p = 0;
     for j in 0..n {
         let wjj = alpha[j] * alpha[j] - k_inv[(j, j)];
         trace_w += wjj;
@@ -103,11 +141,12 @@ pub fn lml_with_gradient(
         for i in (j + 1)..n {
             let wij = alpha[i] * alpha[j] - k_inv[(i, j)];
             grad[d] += wij * gram[(i, j)];
-            let r = radius(i, j);
-            let common = wij * sf2 * matern52_radial_derivative(r);
-            for (k, g) in grad.iter_mut().take(d).enumerate() {
-                *g += common * dist2(i, j, k);
+            let common = wij * sf2 * radial[p];
+            let sq = &pairs.squared[p * d..(p + 1) * d];
+            for k in 0..d {
+                grad[k] += common * sq[k] * inv_l2[k];
             }
+            p += 1;
         }
     }
     grad[d + 1] = 0.5 * sn2 * trace_w;
@@ -133,7 +172,9 @@ pub(crate) fn optimise<X: AsRef<[f64]>>(
     let offset = residuals.iter().sum::<f64>() / n as f64;
     let var = residuals.iter().map(|r| (r - offset).powi(2)).sum::<f64>() / n as f64;
     let scale = if var > 1e-300 { var.sqrt() } else { 1.0 };
-    let sub_x = DMatrix::from_fn(rows.len(), d, |i, k| xs[rows[i]].as_ref()[k]);
+    let pairs = PairDiffs::new(&DMatrix::from_fn(rows.len(), d, |i, k| {
+        xs[rows[i]].as_ref()[k]
+    }));
     let sub_z = DVector::from_iterator(
         rows.len(),
         rows.iter().map(|&i| (residuals[i] - offset) / scale),
@@ -151,7 +192,7 @@ pub(crate) fn optimise<X: AsRef<[f64]>>(
     };
     let objective = |u: &[f64]| -> (f64, Vec<f64>) {
         let p = to_params(u);
-        match lml_with_gradient(&sub_x, &sub_z, &p) {
+        match lml_from_pairs(&pairs, &sub_z, &p) {
             Ok((lml, g)) => {
                 let m = sub_z.len() as f64;
                 let grad = u
@@ -190,12 +231,19 @@ pub(crate) fn optimise<X: AsRef<[f64]>>(
             best = Some((m.value, m.x));
         }
     }
-    let (_, u) = best.ok_or_else(|| {
+    let (neg_lml, u) = best.ok_or_else(|| {
         Error::Model(format!(
             "LML optimisation failed from every start (n = {n})"
         ))
     })?;
     let p = to_params(&u);
+    tracing::debug!(
+        n,
+        subset = rows.len(),
+        lml_per_point = -neg_lml,
+        restarts = options.restarts,
+        "GP hyperparameters fitted"
+    );
     Ok(Hyperparameters {
         lengthscales: p[..d].iter().map(|v| v.exp()).collect(),
         signal_variance: p[d].exp() * scale * scale,

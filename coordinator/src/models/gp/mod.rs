@@ -7,6 +7,7 @@
 pub mod hyper;
 pub mod inputs;
 pub mod kernel;
+pub mod linalg;
 pub mod model;
 pub mod optim;
 pub mod posterior;

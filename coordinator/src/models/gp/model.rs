@@ -8,6 +8,7 @@ use nalgebra::{DMatrix, DVector};
 use super::hyper::{self, FitOptions};
 use super::inputs::MeanFn;
 use super::kernel::Matern52;
+use super::linalg::{cholesky_solve, factorize, solve_lower_blocked};
 use crate::{Error, Result};
 
 /// Hyperparameters in the caller's output units. The GP works on `(y − m(x) − mean_offset) /
@@ -58,11 +59,6 @@ impl Predictions {
         }
     }
 }
-
-/// Jitter ladder (in units of the standardised signal variance) tried when a factorisation fails.
-const JITTERS: [f64; 8] = [0.0, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4];
-/// Row block of the blocked forward substitution: off-diagonal blocks run as GEMM.
-const SOLVE_BLOCK: usize = 64;
 
 /// A Gaussian process regression model over inputs in the unit cube.
 #[derive(Clone)]
@@ -208,15 +204,16 @@ impl Gp {
     /// Posterior marginals at many inputs: one cross-covariance product and one blocked
     /// triangular solve for all of them.
     pub fn predict_batch<X: AsRef<[f64]>>(&self, xs: &[X]) -> Result<Predictions> {
-        let (kt, v) = self.solve_cross(xs)?;
-        Ok(self.marginals(xs, &kt, &v))
+        let (weights, v) = self.solve_cross(xs)?;
+        Ok(self.marginals(xs, &weights, &v))
     }
 
-    /// `K(X, xs)` (`n × m`) and `V = L⁻¹ K(X, xs)`; shared by prediction and fantasies.
+    /// `K(xs, X) α` (the standardised posterior mean) and `V = L⁻¹ K(X, xs)` (`n × m`);
+    /// shared by prediction and fantasies.
     pub(crate) fn solve_cross<X: AsRef<[f64]>>(
         &self,
         xs: &[X],
-    ) -> Result<(DMatrix<f64>, DMatrix<f64>)> {
+    ) -> Result<(DVector<f64>, DMatrix<f64>)> {
         if let Some(bad) = xs.iter().find(|x| x.as_ref().len() != self.dim()) {
             return Err(Error::Model(format!(
                 "GP input has {} dimensions, model has {}",
@@ -227,26 +224,22 @@ impl Gp {
         let kt = self
             .kernel
             .cross_scaled(&self.scaled, &self.kernel.scale_rows(xs));
-        let v = solve_lower_blocked(&self.chol, kt.clone());
-        Ok((kt, v))
+        let weights = kt.tr_mul(&self.alpha);
+        Ok((weights, solve_lower_blocked(&self.chol, kt)))
     }
 
     pub(crate) fn marginals<X: AsRef<[f64]>>(
         &self,
         xs: &[X],
-        kt: &DMatrix<f64>,
+        weights: &DVector<f64>,
         v: &DMatrix<f64>,
     ) -> Predictions {
         let s2 = self.hyper.signal_variance;
         let s = s2.sqrt();
         let mean = xs
             .iter()
-            .enumerate()
-            .map(|(j, x)| {
-                self.mean_fn.mean(x.as_ref())
-                    + self.hyper.mean_offset
-                    + s * kt.column(j).dot(&self.alpha)
-            })
+            .zip(weights.iter())
+            .map(|(x, w)| self.mean_fn.mean(x.as_ref()) + self.hyper.mean_offset + s * w)
             .collect();
         let variance = v
             .column_iter()
@@ -255,9 +248,9 @@ impl Gp {
         Predictions { mean, variance }
     }
 
-    /// Standardised prior covariance between two inputs (used by fantasies).
-    pub(crate) fn prior_cov_std(&self, a: &[f64], b: &[f64]) -> f64 {
-        self.kernel.eval(a, b)
+    /// The kernel on the standardised scale (unit signal variance).
+    pub(crate) fn unit_kernel(&self) -> &Matern52 {
+        &self.kernel
     }
 
     /// Standardised noise plus jitter, the diagonal a new observation would get.
@@ -334,50 +327,4 @@ fn check_data<X: AsRef<[f64]>>(xs: &[X], ys: &[f64], d: usize) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Cholesky of `gram + (noise + jitter) I`, escalating the jitter until it succeeds.
-pub(crate) fn factorize(gram: DMatrix<f64>, noise: f64) -> Result<(DMatrix<f64>, f64)> {
-    for jitter in JITTERS {
-        let mut a = gram.clone();
-        for i in 0..a.nrows() {
-            a[(i, i)] += noise + jitter;
-        }
-        if let Some(c) = a.cholesky() {
-            return Ok((c.unpack(), jitter));
-        }
-    }
-    Err(Error::Model(format!(
-        "kernel matrix ({}×{}) not positive definite even with jitter {}",
-        gram.nrows(),
-        gram.ncols(),
-        JITTERS[JITTERS.len() - 1]
-    )))
-}
-
-/// Solves `L Lᵀ a = b` for a lower factor `L`.
-pub(crate) fn cholesky_solve(l: &DMatrix<f64>, b: &DVector<f64>) -> Result<DVector<f64>> {
-    l.solve_lower_triangular(b)
-        .and_then(|w| l.tr_solve_lower_triangular(&w))
-        .ok_or_else(|| Error::Model("singular Cholesky factor".into()))
-}
-
-/// `L⁻¹ B` by blocked forward substitution: the off-diagonal updates are matrix products, which
-/// nalgebra hands to a cache-blocked SIMD GEMM; column-by-column substitution streams `L` from
-/// memory once per right-hand side and is several times slower at n ≥ 200.
-pub(crate) fn solve_lower_blocked(l: &DMatrix<f64>, mut b: DMatrix<f64>) -> DMatrix<f64> {
-    let n = l.nrows();
-    let mut start = 0;
-    while start < n {
-        let size = SOLVE_BLOCK.min(n - start);
-        let (solved, mut block) = b.rows_range_pair_mut(0..start, start..start + size);
-        if start > 0 {
-            block.gemm(-1.0, &l.view((start, 0), (size, start)), &solved, 1.0);
-        }
-        // A zero pivot cannot occur: the factor comes from a successful Cholesky.
-        l.view((start, start), (size, size))
-            .solve_lower_triangular_mut(&mut block);
-        start += size;
-    }
-    b
 }

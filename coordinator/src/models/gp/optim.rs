@@ -40,7 +40,7 @@ pub fn lbfgs(
     }
     while iterations < max_iters {
         iterations += 1;
-        if dot(&g, &g).sqrt() < 1e-6 {
+        if dot(&g, &g).sqrt() < 1e-5 {
             break;
         }
         let mut dir = two_loop(&g, &history);
@@ -82,7 +82,7 @@ pub fn lbfgs(
         x = x_new;
         fx = f_new;
         g = g_new;
-        if decrease.abs() <= 1e-10 * fx.abs().max(1.0) {
+        if decrease.abs() <= 1e-9 * fx.abs().max(1.0) {
             break;
         }
     }

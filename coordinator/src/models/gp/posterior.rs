@@ -4,6 +4,7 @@
 
 use nalgebra::DMatrix;
 
+use super::kernel::Matern52;
 use super::model::{Gp, Predictions};
 use crate::Result;
 
@@ -11,7 +12,7 @@ use crate::Result;
 #[derive(Debug, Clone)]
 pub struct Posterior {
     predictions: Predictions,
-    /// Boxed: it holds a copy of the GP, and posteriors travel in enums and vectors.
+    /// Boxed: posteriors travel in enums and vectors, the joint part is large.
     joint: Option<Box<Joint>>,
     /// Noise variance a fantasy observation carries, in output units.
     noise_variance: f64,
@@ -19,7 +20,9 @@ pub struct Posterior {
 
 #[derive(Clone)]
 struct Joint {
-    gp: Gp,
+    /// The GP's unit-variance kernel (its lengthscales), for prior covariances of candidates.
+    kernel: Matern52,
+    signal_variance: f64,
     candidates: Vec<Vec<f64>>,
     /// `L⁻¹ K(X, C)`, `n × m`, standardised.
     v: DMatrix<f64>,
@@ -39,13 +42,14 @@ impl std::fmt::Debug for Joint {
 impl Gp {
     /// Posterior at `xs` that remembers the cross terms, for joint conditioning later.
     pub fn posterior<X: AsRef<[f64]>>(&self, xs: &[X]) -> Result<Posterior> {
-        let (kt, v) = self.solve_cross(xs)?;
-        let predictions = self.marginals(xs, &kt, &v);
+        let (weights, v) = self.solve_cross(xs)?;
+        let predictions = self.marginals(xs, &weights, &v);
         Ok(Posterior {
             predictions,
             noise_variance: self.noise_std() * self.hyperparameters().signal_variance,
             joint: Some(Box::new(Joint {
-                gp: self.clone(),
+                kernel: self.unit_kernel().clone(),
+                signal_variance: self.hyperparameters().signal_variance,
                 candidates: xs.iter().map(|x| x.as_ref().to_vec()).collect(),
                 v,
                 fantasies: Vec::new(),
@@ -91,13 +95,13 @@ impl Posterior {
             c[j] = self.predictions.variance[j];
             return c;
         };
-        let s2 = joint.gp.hyperparameters().signal_variance;
-        let vj = joint.v.column(j);
+        let s2 = joint.signal_variance;
+        // One matrix-vector product for the data's share of every covariance.
+        let explained = joint.v.tr_mul(&joint.v.column(j));
         let xj = &joint.candidates[j];
         (0..self.len())
             .map(|a| {
-                let mut c =
-                    joint.gp.prior_cov_std(&joint.candidates[a], xj) - joint.v.column(a).dot(&vj);
+                let mut c = joint.kernel.eval(&joint.candidates[a], xj) - explained[a];
                 for f in &joint.fantasies {
                     c -= f[a] * f[j];
                 }
@@ -119,8 +123,7 @@ impl Posterior {
             self.predictions.variance[a] = (self.predictions.variance[a] - c * c / denom).max(0.0);
         }
         if let Some(joint) = &mut self.joint {
-            let s2 = joint.gp.hyperparameters().signal_variance;
-            let scale = 1.0 / (denom * s2).sqrt();
+            let scale = 1.0 / (denom * joint.signal_variance).sqrt();
             joint
                 .fantasies
                 .push(cov.iter().map(|c| c * scale).collect());

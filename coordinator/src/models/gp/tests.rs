@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::model::solve_lower_blocked;
+use super::linalg::{cholesky_blocked, solve_lower_blocked};
 use super::*;
 
 fn points(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
@@ -188,19 +188,36 @@ fn conditioning_the_posterior_equals_adding_the_observation() {
     }
 }
 
-#[test]
-fn blocked_triangular_solve_matches_substitution() {
-    let n = 150;
-    let a = DMatrix::from_fn(n, n, |i, j| {
+/// A Hilbert-like matrix with a raised diagonal: positive definite, size off the block grid.
+fn raised_hilbert(n: usize) -> DMatrix<f64> {
+    DMatrix::from_fn(n, n, |i, j| {
         if i == j {
             2.0
         } else {
             1.0 / (1.0 + (i + j) as f64)
         }
-    });
+    })
+}
+
+#[test]
+fn blocked_triangular_solve_matches_substitution() {
+    let n = 150;
+    let a = raised_hilbert(n);
     let l = a.cholesky().unwrap().unpack();
-    let b = DMatrix::from_fn(n, 7, |i, j| (i * 7 + j) as f64 * 0.01);
+    let b = DMatrix::from_fn(n, 100, |i, j| ((i * 7 + j) % 23) as f64 * 0.1 - 1.0);
     let fast = solve_lower_blocked(&l, b.clone());
     let slow = l.solve_lower_triangular(&b).unwrap();
     assert!((fast - slow).amax() < 1e-10);
+}
+
+#[test]
+fn blocked_cholesky_matches_nalgebra_and_rejects_indefinite() {
+    let n = 150;
+    let a = raised_hilbert(n);
+    let ours = cholesky_blocked(a.clone()).unwrap();
+    let theirs = a.clone().cholesky().unwrap().unpack();
+    assert!((ours - theirs).amax() < 1e-12);
+    let mut bad = a;
+    bad[(100, 100)] = -1.0;
+    assert!(cholesky_blocked(bad).is_none());
 }

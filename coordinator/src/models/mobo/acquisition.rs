@@ -240,6 +240,10 @@ pub fn select_batch(
             break;
         };
         let j = best.index;
+        chosen.push(best);
+        if step + 1 == q {
+            break;
+        }
         let fantasy: Vec<f64> = problem.objectives.iter().map(|o| o.mean(j)).collect();
         if problem
             .constraints
@@ -257,7 +261,6 @@ pub fn select_batch(
             c.posterior.condition_on_mean(j);
         }
         problem.excluded.push(j);
-        chosen.push(best);
     }
     Ok(chosen)
 }

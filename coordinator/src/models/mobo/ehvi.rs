@@ -90,9 +90,18 @@ impl Strips2d {
 
     /// Exact EHVI of a point with independent normal objectives (`sd` may be 0).
     pub fn ehvi(&self, mean: [f64; 2], sd: [f64; 2]) -> f64 {
+        // Strips more than TAIL standard deviations below the mean contribute < 1e-23 of a
+        // strip's area: start past them and stop where the ceilings (falling) drop below.
+        const TAIL: f64 = 10.0;
+        let floor = [mean[0] - TAIL * sd[0], mean[1] - TAIL * sd[1]];
+        let first = self.edges[1..].partition_point(|&e| e <= floor[0]);
         let mut total = 0.0;
-        let mut below = expected_shortfall(self.edges[0], mean[0], sd[0]);
-        for (i, &ceiling) in self.ceilings.iter().enumerate() {
+        let mut below = expected_shortfall(self.edges[first], mean[0], sd[0]);
+        for i in first..self.ceilings.len() {
+            let ceiling = self.ceilings[i];
+            if ceiling <= floor[1] {
+                break;
+            }
             let above = expected_shortfall(self.edges[i + 1], mean[0], sd[0]);
             let width = above - below;
             if width > 0.0 {
