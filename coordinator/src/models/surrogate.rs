@@ -5,6 +5,15 @@
 //! The priors are chained: the capacity GP corrects the log-linear capacity prior, and the
 //! latency and recovery priors are evaluated at that *corrected* capacity — so a busy-fraction
 //! measurement at any load sharpens the latency and recovery predictions of nearby configs too.
+//!
+//! Two robustness choices for the physics GPs (both measured in `benches/surrogate.rs`):
+//! residuals are winsorised at ±1 in log space, and centred on their median rather than their
+//! mean — overload rows, where a small capacity error is a huge latency error, otherwise pull
+//! the predictions for stable configurations. Inputs are those of
+//! [`SearchSpace::normalise`] (memory and CPU per slot, not per TaskManager).
+//!
+//! Latency and recovery are treated as independent when combining their probabilities of
+//! meeting the QoS.
 
 use std::sync::Arc;
 
