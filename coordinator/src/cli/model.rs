@@ -262,7 +262,7 @@ fn print_fit(model: &Surrogate) {
             Some(h) => {
                 let ls: Vec<String> = h.lengthscales.iter().map(|l| format!("{l:.2}")).collect();
                 println!(
-                    "GP {name:<9} lengthscales [p, slots, mem, cpu, ckpt, rate] = [{}], signal sd {:.3}, noise sd {:.3}",
+                    "GP {name:<9} lengthscales [p, slots, mem/slot, cpu/slot, ckpt, rate] = [{}], signal sd {:.3}, noise sd {:.3}",
                     ls.join(", "),
                     h.signal_variance.sqrt(),
                     h.noise_variance.sqrt()

@@ -285,15 +285,20 @@ impl SearchSpace {
         out
     }
 
-    /// Maps (config, rate) to the GP's inputs: each grid dimension scaled to [0, 1] by its
-    /// grid's extent, the rate by `max_rate`. Off-grid values land outside [0, 1], which is
-    /// extrapolation, not an error.
+    /// Maps (config, rate) to the GP's inputs in [0, 1]: parallelism, slots, **memory and CPU
+    /// per slot** (log scale), checkpoint interval, rate / `max_rate`. Per-slot resources are
+    /// what a subtask actually gets (GC pressure, CPU share), so effects that depend on them
+    /// are smooth along one axis instead of an interaction of two; the map stays a bijection.
+    /// Off-grid values land outside [0, 1], which is extrapolation, not an error.
     pub fn normalise(&self, config: &JobConfig, rate: f64) -> [f64; INPUT_DIMS] {
+        let slots = f64::from(config.slots_per_tm.max(1));
         [
             unit(&self.parallelism, config.parallelism),
             unit(&self.slots_per_tm, config.slots_per_tm),
-            unit(&self.tm_memory_mb, config.tm_memory_mb),
-            unit(&self.tm_cpu_millis, config.tm_cpu_millis),
+            self.per_slot_axis(&self.tm_memory_mb)
+                .position(f64::from(config.tm_memory_mb) / slots),
+            self.per_slot_axis(&self.tm_cpu_millis)
+                .position(f64::from(config.tm_cpu_millis) / slots),
             unit(&self.checkpoint_interval_s, config.checkpoint_interval_s),
             rate / self.max_rate,
         ]
@@ -303,14 +308,47 @@ impl SearchSpace {
     /// that thinks in configurations be evaluated at the GP's inputs.
     pub fn denormalise(&self, x: &[f64]) -> (JobConfig, f64) {
         let at = |i: usize| x.get(i).copied().unwrap_or(0.5);
+        let slots_per_tm = from_unit(&self.slots_per_tm, at(1));
+        let per_tm = |grid: &[u32], u: f64| {
+            let total = self.per_slot_axis(grid).value_at(u) * f64::from(slots_per_tm);
+            to_u32(total).unwrap_or(0).max(1)
+        };
         let config = JobConfig {
             parallelism: from_unit(&self.parallelism, at(0)),
-            slots_per_tm: from_unit(&self.slots_per_tm, at(1)),
-            tm_memory_mb: from_unit(&self.tm_memory_mb, at(2)),
-            tm_cpu_millis: from_unit(&self.tm_cpu_millis, at(3)),
+            slots_per_tm,
+            tm_memory_mb: per_tm(&self.tm_memory_mb, at(2)),
+            tm_cpu_millis: per_tm(&self.tm_cpu_millis, at(3)),
             checkpoint_interval_s: from_unit(&self.checkpoint_interval_s, at(4)),
         };
         (config, at(5) * self.max_rate)
+    }
+
+    /// Log-scale axis of a per-TaskManager resource divided among its slots.
+    fn per_slot_axis(&self, grid: &[u32]) -> LogAxis {
+        let (lo, hi) = extent(grid);
+        let (few, many) = extent(&self.slots_per_tm);
+        LogAxis {
+            lo: (lo / many.max(1.0)).ln(),
+            hi: (hi / few.max(1.0)).ln(),
+        }
+    }
+}
+
+struct LogAxis {
+    lo: f64,
+    hi: f64,
+}
+
+impl LogAxis {
+    fn position(&self, value: f64) -> f64 {
+        if self.hi <= self.lo {
+            return 0.5;
+        }
+        (value.max(1e-9).ln() - self.lo) / (self.hi - self.lo)
+    }
+
+    fn value_at(&self, u: f64) -> f64 {
+        (self.lo + u * (self.hi - self.lo)).exp()
     }
 }
 
@@ -334,95 +372,5 @@ fn from_unit(grid: &[u32], u: f64) -> u32 {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn display_and_parse_round_trip() {
-        let config: JobConfig = "p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s".parse().unwrap();
-        assert_eq!(config.tm_cpu_millis, 1500);
-        assert_eq!(
-            config.to_string(),
-            "p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s"
-        );
-        let other: JobConfig = "ckpt=30, cpu=1.5, mem=2g, slots=2, p=12".parse().unwrap();
-        assert_eq!(config, other);
-    }
-
-    #[test]
-    fn parse_rejects_missing_unknown_and_zero() {
-        assert!(
-            "p=12,slots=2,mem=2048m,cpu=1.5"
-                .parse::<JobConfig>()
-                .is_err()
-        );
-        assert!(
-            "p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s,x=1"
-                .parse::<JobConfig>()
-                .is_err()
-        );
-        assert!(
-            "p=0,slots=2,mem=2048m,cpu=1.5,ckpt=30s"
-                .parse::<JobConfig>()
-                .is_err()
-        );
-        assert!(
-            "p=12,slots=two,mem=2048m,cpu=1.5,ckpt=30s"
-                .parse::<JobConfig>()
-                .is_err()
-        );
-    }
-
-    #[test]
-    fn cost_follows_task_managers() {
-        let config: JobConfig = "p=10,slots=4,mem=2g,cpu=1.5,ckpt=30".parse().unwrap();
-        assert_eq!(config.task_managers(), 3);
-        assert!((config.total_cpu_cores() - 4.5).abs() < 1e-12);
-        assert!((config.total_memory_mb() - 6144.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn default_space_is_the_papers_grid() {
-        let space = SearchSpace::default();
-        assert!(space.candidates().len() >= 840);
-        assert!(space.candidates().contains(&JobConfig::paper_default()));
-        let round_trip = SearchSpace::from_toml(&space.to_toml().unwrap()).unwrap();
-        assert_eq!(space, round_trip);
-    }
-
-    #[test]
-    fn validity_rules_exclude_configs() {
-        let space = SearchSpace {
-            max_parallelism: 16,
-            ..SearchSpace::default()
-        };
-        assert!(space.candidates().iter().all(|c| c.parallelism <= 16));
-        let starved: JobConfig = "p=8,slots=4,mem=512m,cpu=1,ckpt=10".parse().unwrap();
-        assert!(space.violation(&starved).is_some());
-        let empty = "parallelism = [64]\nmax_parallelism = 32\n";
-        assert!(SearchSpace::from_toml(empty).is_err());
-    }
-
-    #[test]
-    fn normalise_maps_grid_to_unit_cube() {
-        let space = SearchSpace::default();
-        for config in space.candidates() {
-            let x = space.normalise(&config, 20_000.0);
-            assert!(x[..5].iter().all(|v| (0.0..=1.0).contains(v)));
-            assert!((x[5] - 0.5).abs() < 1e-12);
-        }
-        for config in space.candidates() {
-            let (back, rate) = space.denormalise(&space.normalise(&config, 12_345.0));
-            assert_eq!(back, config);
-            assert!((rate - 12_345.0).abs() < 1e-6);
-        }
-        let off_grid: JobConfig = "p=30,slots=2,mem=1536m,cpu=0.5,ckpt=5".parse().unwrap();
-        assert_eq!(
-            space.denormalise(&space.normalise(&off_grid, 1.0)).0,
-            off_grid
-        );
-        let smallest = space.normalise(&space.candidates()[0], 0.0);
-        assert_eq!(smallest, [0.0; INPUT_DIMS]);
-    }
-}
+#[path = "space_tests.rs"]
+mod tests;

@@ -12,7 +12,7 @@ const QOS: Qos = Qos {
 };
 
 fn truth() -> GroundTruth {
-    GroundTruth::from_toml(include_str!("../../testdata/twin.toml")).unwrap()
+    GroundTruth::from_toml(include_str!("../../../testdata/twin.toml")).unwrap()
 }
 
 fn training(n: usize, seed: u64) -> (SearchSpace, Vec<Observation>) {

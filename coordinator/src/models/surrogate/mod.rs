@@ -5,21 +5,33 @@
 //! The priors are chained: the capacity GP corrects the log-linear capacity prior, and the
 //! latency and recovery priors are evaluated at that *corrected* capacity — so a busy-fraction
 //! measurement at any load sharpens the latency and recovery predictions of nearby configs too.
+//!
+//! Two robustness choices for the physics GPs (both measured in `benches/surrogate.rs`):
+//! residuals are winsorised at ±1 in log space, and centred on their median rather than their
+//! mean — overload rows, where a small capacity error is a huge latency error, otherwise pull
+//! the predictions for stable configurations. Inputs are those of
+//! [`SearchSpace::normalise`] (memory and CPU per slot, not per TaskManager).
+//!
+//! Latency and recovery are treated as independent when combining their probabilities of
+//! meeting the QoS.
 
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::gp::{FitOptions, Gp, Hyperparameters, MeanFn, ZeroMean};
-use super::mobo::ehvi::normal_cdf;
-use super::mobo::pareto_front_indices;
-use super::observations::Observation;
-use super::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S, median};
-use super::space::{JobConfig, SearchSpace};
 use crate::Result;
+use crate::models::gp::{FitOptions, Gp, Hyperparameters, MeanFn, ZeroMean};
+use crate::models::observations::Observation;
+use crate::models::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S, median};
+use crate::models::space::{JobConfig, SearchSpace};
+
+mod prediction;
+pub use prediction::{ConfigPrediction, Estimate, Qos, feasible_pareto};
 
 /// Log-space standard deviation reported for an outcome no observation has informed yet.
 pub const UNFITTED_LOG_SD: f64 = 1.5;
+/// Physics residuals (log space) are winsorised at ± this before the GP sees them.
+const MAX_RESIDUAL: f64 = 1.0;
 /// Fewer rows than this for an outcome and no GP is fitted (prior only).
 const MIN_ROWS: usize = 2;
 
@@ -44,71 +56,6 @@ pub enum PriorMean {
     Physics,
     /// A constant learned by the GP: the black-box baseline.
     Plain,
-}
-
-/// Absolute, user-stated QoS (design §2.3).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Qos {
-    pub latency_p95_ms: f64,
-    pub recovery_s: f64,
-}
-
-/// A log-normal belief about a positive outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Estimate {
-    pub log_mean: f64,
-    pub log_sd: f64,
-}
-
-impl Estimate {
-    pub fn median(&self) -> f64 {
-        self.log_mean.exp()
-    }
-
-    /// The value `z` standard deviations above the median (negative `z`: below).
-    pub fn at_sigma(&self, z: f64) -> f64 {
-        (self.log_mean + z * self.log_sd).exp()
-    }
-
-    pub fn prob_at_most(&self, threshold: f64) -> f64 {
-        if threshold <= 0.0 {
-            return 0.0;
-        }
-        if self.log_sd <= 0.0 {
-            return if self.log_mean <= threshold.ln() {
-                1.0
-            } else {
-                0.0
-            };
-        }
-        normal_cdf((threshold.ln() - self.log_mean) / self.log_sd)
-    }
-}
-
-/// What the model believes about `config` at `rate`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct ConfigPrediction {
-    pub config: JobConfig,
-    pub rate: f64,
-    pub capacity: Estimate,
-    pub latency_p95_ms: Estimate,
-    pub recovery_s: Estimate,
-}
-
-impl ConfigPrediction {
-    /// Probability that both QoS bounds hold (latency and recovery treated as independent).
-    pub fn p_feasible(&self, qos: &Qos) -> f64 {
-        self.latency_p95_ms.prob_at_most(qos.latency_p95_ms)
-            * self.recovery_s.prob_at_most(qos.recovery_s)
-    }
-
-    pub fn total_cpu_cores(&self) -> f64 {
-        self.config.total_cpu_cores()
-    }
-
-    pub fn total_memory_mb(&self) -> f64 {
-        self.config.total_memory_mb()
-    }
 }
 
 /// The learned outcomes, in the order the surrogate stores their GPs.
@@ -344,7 +291,16 @@ fn fit_outcome(
     if rows.len() < MIN_ROWS {
         return Ok(None);
     }
-    let (xs, ys): (Vec<Vec<f64>>, Vec<f64>) = rows.into_iter().unzip();
+    let (xs, mut ys): (Vec<Vec<f64>>, Vec<f64>) = rows.into_iter().unzip();
+    if prior == PriorMean::Physics {
+        // Where the prior is off by more than e^MAX_RESIDUAL (typically overload, where a small
+        // capacity error is a huge latency error), a smooth GP cannot fix it locally and would
+        // drag its neighbours along; keep the direction, bound the size (winsorised residuals).
+        for (x, y) in xs.iter().zip(ys.iter_mut()) {
+            let m = mean.mean(x);
+            *y = m + (*y - m).clamp(-MAX_RESIDUAL, MAX_RESIDUAL);
+        }
+    }
     let gp = match hyper {
         Hyper::Fit(options) if prior == PriorMean::Physics => {
             // The GP centres residuals on their mean; overload rows (where a small capacity
@@ -405,36 +361,5 @@ impl CorrectedCapacity {
     }
 }
 
-/// Configurations with `p_feasible ≥ min_probability` that no other such configuration beats on
-/// both total CPU and total memory, cheapest CPU first.
-pub fn feasible_pareto<'a>(
-    predictions: &'a [ConfigPrediction],
-    qos: &Qos,
-    min_probability: f64,
-) -> Vec<&'a ConfigPrediction> {
-    let mut feasible: Vec<(f64, &ConfigPrediction)> = predictions
-        .iter()
-        .map(|p| (p.p_feasible(qos), p))
-        .filter(|(probability, _)| *probability >= min_probability)
-        .collect();
-    // Equal cost, different configs: the front keeps the first, so the likeliest goes first.
-    feasible.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let costs: Vec<Vec<f64>> = feasible
-        .iter()
-        .map(|(_, p)| vec![p.total_cpu_cores(), p.total_memory_mb()])
-        .collect();
-    let mut front: Vec<&ConfigPrediction> = pareto_front_indices(&costs)
-        .into_iter()
-        .map(|i| feasible[i].1)
-        .collect();
-    front.sort_by(|a, b| {
-        a.total_cpu_cores()
-            .total_cmp(&b.total_cpu_cores())
-            .then(a.total_memory_mb().total_cmp(&b.total_memory_mb()))
-    });
-    front
-}
-
 #[cfg(test)]
-#[path = "surrogate_tests.rs"]
 mod tests;
