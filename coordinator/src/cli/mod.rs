@@ -33,7 +33,13 @@ enum Command {
 }
 
 pub fn run() -> anyhow::Result<()> {
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    // The daemon sets up logging from its config file; the one-shot commands log progress at
+    // info to stderr, so their stdout stays clean for tables and JSON.
+    if !matches!(command, Command::Run(_)) {
+        demeter_common::service::init_logging("info,quinn=warn")?;
+    }
+    match command {
         Command::Run(args) => serve::run(args),
         Command::Certs(args) => certs::run(args),
         Command::Agents(args) => agents::run(args),
