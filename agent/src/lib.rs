@@ -9,3 +9,4 @@ pub mod config;
 pub mod error;
 pub mod orders;
 pub mod outbox;
+pub mod supervisor;
