@@ -10,3 +10,4 @@ pub mod error;
 pub mod orders;
 pub mod outbox;
 pub mod supervisor;
+pub use error::Error;

@@ -255,6 +255,7 @@ impl Backend for ChildBackend {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

@@ -23,6 +23,8 @@ use tokio::sync::{mpsc, watch};
 use tracing::{info, warn};
 
 use crate::error::{Error, Result};
+use cgroup::CpuLimiter;
+use config::{BackendKind, SupervisorConfig};
 use state::{Action, Exit, Table};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -54,6 +56,33 @@ pub trait Backend: Send + Sync + std::fmt::Debug {
     }
     /// Whether its TaskManagers outlive the agent (then shutdown leaves them running).
     fn outlives_agent(&self) -> bool;
+}
+
+/// Builds the configured backend and starts the supervisor; needs a running tokio runtime.
+pub fn from_config(config: &SupervisorConfig) -> Arc<Supervisor> {
+    let (events_tx, events) = mpsc::unbounded_channel();
+    let grace = Duration::from_millis(config.stop_grace_ms);
+    let (backend, tick): (Arc<dyn Backend>, Duration) = match config.backend {
+        BackendKind::Child => {
+            let cpu = if config.enforce_cpu {
+                let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+                CpuLimiter::detect(std::path::Path::new("/sys/fs/cgroup"), &own)
+            } else {
+                CpuLimiter::Unavailable {
+                    reason: "enforce_cpu = false".into(),
+                }
+            };
+            info!(?cpu, "child TaskManager CPU limits");
+            let backend = child::ChildBackend::new(config.clusters.clone(), cpu, events_tx);
+            (Arc::new(backend), Duration::from_millis(200))
+        }
+        BackendKind::Systemd => {
+            let tick = Duration::from_millis(config.systemd.poll_interval_ms.max(100));
+            let backend = systemd::SystemdBackend::new(config.systemd.clone(), events_tx);
+            (Arc::new(backend), tick)
+        }
+    };
+    Supervisor::start(backend, events, grace, tick)
 }
 
 fn now_ms() -> u64 {

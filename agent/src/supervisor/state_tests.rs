@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use super::*;
 
 fn spec(id: &str, mb: u32) -> TaskManagerSpec {

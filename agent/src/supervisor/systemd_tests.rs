@@ -1,3 +1,5 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use super::*;
 
 fn spec(mb: u32, slots: u32, cpu_millis: u32) -> TaskManagerSpec {
