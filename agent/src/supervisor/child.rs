@@ -168,6 +168,7 @@ impl ChildBackend {
 
     fn spawn_now(&self, spec: &TaskManagerSpec) -> Result<Option<u32>> {
         check_id(&spec.id)?;
+        super::check_sizes(spec)?;
         if self.pid(&spec.id).is_some() {
             return Err(Error::Supervisor(format!(
                 "{} still has a process",
@@ -350,6 +351,15 @@ mod tests {
         let env = environment(&paths(), "tm-1");
         assert!(env.contains(&("FLINK_IDENT_STRING", "taskmanager-tm-1".into())));
         assert!(env.contains(&("FLINK_PID_DIR", "/l".into())));
+    }
+
+    #[test]
+    fn zero_sizes_are_refused() {
+        assert!(super::super::check_sizes(&spec(0, vec![])).is_err());
+        let mut no_slots = spec(1024, vec![]);
+        no_slots.slots = 0;
+        assert!(super::super::check_sizes(&no_slots).is_err());
+        assert!(super::super::check_sizes(&spec(1024, vec![])).is_ok());
     }
 
     #[test]

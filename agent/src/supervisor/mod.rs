@@ -85,6 +85,17 @@ pub fn from_config(config: &SupervisorConfig) -> Arc<Supervisor> {
     Supervisor::start(backend, events, grace, tick)
 }
 
+/// Checks every backend needs: Flink refuses a zero size or slot count only in its log.
+pub fn check_sizes(spec: &TaskManagerSpec) -> Result<()> {
+    if spec.process_memory_mb == 0 || spec.slots == 0 {
+        return Err(Error::InvalidSpec(format!(
+            "{}: process memory ({} MiB) and slots ({}) must be positive",
+            spec.id, spec.process_memory_mb, spec.slots
+        )));
+    }
+    Ok(())
+}
+
 fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -167,3 +167,35 @@ fn stop_all_stops_only_live_ones_and_lists_are_sorted() {
     let ids: Vec<_> = t.statuses().into_iter().map(|s| s.spec.id).collect();
     assert_eq!(ids, ["a", "b", "c"]);
 }
+
+#[test]
+fn a_service_manager_restart_after_a_failure_shows_running() {
+    let mut t = Table::new(1000);
+    t.request_start(spec("a", 640), 0);
+    t.spawned("a", Some(42), 1);
+    t.request_kill("a").unwrap();
+    t.exited("a", Some(42), Exit::UnitResult("signal".into()));
+    t.respawned("a", 43, 5000);
+    let s = t.status("a").unwrap();
+    assert_eq!(
+        (s.state, s.pid, s.started_at_ms),
+        (TaskManagerState::Running, Some(43), Some(5000))
+    );
+    // A running one is not touched by a stray respawn report.
+    t.respawned("a", 99, 6000);
+    assert_eq!(t.status("a").unwrap().pid, Some(43));
+}
+
+#[test]
+fn the_newest_spec_wins_while_stopping() {
+    let mut t = Table::new(1000);
+    t.request_start(spec("a", 640), 0);
+    t.spawned("a", Some(42), 1);
+    t.request_stop("a", 2).unwrap();
+    assert!(t.request_start(spec("a", 2048), 3).is_empty());
+    assert!(t.request_start(spec("a", 1024), 4).is_empty());
+    assert_eq!(
+        t.exited("a", Some(42), Exit::Code(143)),
+        vec![Action::Spawn(spec("a", 1024))]
+    );
+}

@@ -206,6 +206,7 @@ impl SystemdBackend {
 
     async fn spawn_now(&self, spec: &TaskManagerSpec) -> Result<Option<u32>> {
         check_instance(&spec.id)?;
+        super::check_sizes(spec)?;
         if spec.cluster != self.config.cluster {
             return Err(Error::InvalidSpec(format!(
                 "cluster {:?}: this agent's units join {:?}",
