@@ -4,6 +4,10 @@
 //! so the child's pid *is* the JVM's (the Flink test checks `/proc/<pid>/comm`), and signals
 //! go to the whole process group anyway.
 //!
+//! If the agent itself dies abruptly (SIGKILL, crash), its TaskManagers keep running in their
+//! own process groups: a parent-death signal would need `pre_exec` (unsafe code, which the
+//! workspace denies). `scripts/flink-lab.sh stop NAME` finds them by their conf dir.
+//!
 //! **Small TaskManagers**: below [`SMALL_TM_MB`] Flink's default framework and metaspace sizes
 //! do not fit (`IllegalConfigurationException`, the TM never starts), so the agent adds the
 //! sizes that were measured to work at 640m (flink-notes §2): metaspace 160m, framework heap
@@ -221,7 +225,7 @@ impl ChildBackend {
             {
                 live.remove(&id);
             }
-            cpu.remove(&id);
+            cpu.remove(&id).await;
             let _ = events.send(Event::Exited { id, pid, exit });
         });
         Ok(pid)
