@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use demeter_common::protocol::{
-    AgentMessage, Capability, CoordinatorMessage, Hello, MetricBatch, OrderKind, OrderOutcome,
-    OrderResult,
+    AgentMessage, Capability, CoordinatorMessage, Hello, MetricBatch, Order, OrderKind,
+    OrderOutcome, OrderResult, TaskManagerState, TaskManagerStatus,
 };
 use demeter_common::{Error, Result, transport};
 use tokio::sync::watch;
@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 use crate::backoff::Backoff;
 use crate::orders::{Admission, OrderBook};
 use crate::outbox::Outbox;
+use crate::supervisor::Supervisor;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
@@ -32,15 +33,37 @@ pub struct Shared {
     /// Bumped whenever a batch is sealed, so the sender wakes without polling.
     pub sealed: watch::Sender<u64>,
     pub orders: Mutex<OrderBook>,
+    /// Bumped when an order completes, so a resent copy waiting on it wakes.
+    order_done: watch::Sender<u64>,
+    /// Runs TaskManagers on order; without it those orders are `Unsupported`.
+    pub supervisor: Option<Arc<Supervisor>>,
 }
 
 impl Shared {
     pub fn new(outbox: Outbox, order_memory: usize) -> Arc<Self> {
+        Self::with_supervisor(outbox, order_memory, None)
+    }
+
+    pub fn with_supervisor(
+        outbox: Outbox,
+        order_memory: usize,
+        supervisor: Option<Arc<Supervisor>>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             outbox: Mutex::new(outbox),
             sealed: watch::channel(0).0,
             orders: Mutex::new(OrderBook::new(order_memory)),
+            order_done: watch::channel(0).0,
+            supervisor,
         })
+    }
+
+    fn capabilities(&self) -> Vec<Capability> {
+        let mut capabilities = vec![Capability::Metrics, Capability::Ping];
+        if self.supervisor.is_some() {
+            capabilities.push(Capability::TaskManagers);
+        }
+        capabilities
     }
 
     fn next_batch_after(&self, sent_up_to: u64) -> Option<MetricBatch> {
@@ -88,7 +111,7 @@ async fn session(
     let hello = Hello {
         boot_id,
         software: format!("demeter-agent {}", env!("CARGO_PKG_VERSION")),
-        capabilities: vec![Capability::Metrics, Capability::Ping],
+        capabilities: shared.capabilities(),
     };
     transport::write_frame(&mut control, &AgentMessage::Hello(hello)).await?;
     // With TLS 1.3 a refused client certificate only shows here, on the first read.
@@ -179,25 +202,7 @@ async fn answer_order(
             });
         }
     };
-    let admission = shared
-        .orders
-        .lock()
-        .map(|book| book.admit(&order, now_ms()))
-        .unwrap_or(Admission::Execute);
-    let result = match admission {
-        Admission::Replay(result) | Admission::Expired(result) => result,
-        Admission::Execute => {
-            let outcome = execute(&order.kind).await;
-            let result = OrderResult {
-                order_id: order.id,
-                outcome,
-            };
-            if let Ok(mut book) = shared.orders.lock() {
-                book.complete(&result);
-            }
-            result
-        }
-    };
+    let result = admit_and_execute(&order, shared).await;
     debug!(order = order.id, outcome = ?result.outcome, "order answered");
     transport::write_preamble(&mut send).await?;
     transport::write_frame(&mut send, &AgentMessage::OrderResult(result)).await?;
@@ -205,14 +210,73 @@ async fn answer_order(
     Ok(())
 }
 
-async fn execute(kind: &OrderKind) -> OrderOutcome {
-    match kind {
-        OrderKind::Ping => OrderOutcome::Done,
-        // This build advertises no TaskManagers capability; the supervisor answers these.
-        OrderKind::StartTaskManager(_)
-        | OrderKind::StopTaskManager { .. }
-        | OrderKind::KillTaskManager { .. }
-        | OrderKind::ListTaskManagers => OrderOutcome::Unsupported,
+/// Longest a resent copy waits for the first copy of its order to finish.
+const DUPLICATE_WAIT: Duration = Duration::from_secs(180);
+
+async fn admit_and_execute(order: &Order, shared: &Shared) -> OrderResult {
+    let mut done = shared.order_done.subscribe();
+    let waited_since = tokio::time::Instant::now();
+    loop {
+        let admission = shared
+            .orders
+            .lock()
+            .map(|mut book| book.admit(order, now_ms()))
+            .unwrap_or(Admission::Execute);
+        match admission {
+            Admission::Replay(result) | Admission::Expired(result) => return result,
+            Admission::Execute => break,
+            Admission::InProgress => {
+                let left = DUPLICATE_WAIT.saturating_sub(waited_since.elapsed());
+                if left.is_zero() || tokio::time::timeout(left, done.changed()).await.is_err() {
+                    return OrderResult {
+                        order_id: order.id,
+                        outcome: OrderOutcome::Failed(
+                            "the first copy of this order is still running".into(),
+                        ),
+                    };
+                }
+            }
+        }
+    }
+    let result = OrderResult {
+        order_id: order.id,
+        outcome: execute(&order.kind, shared.supervisor.as_deref()).await,
+    };
+    if let Ok(mut book) = shared.orders.lock() {
+        book.complete(&result);
+    }
+    shared.order_done.send_modify(|n| *n += 1);
+    result
+}
+
+/// Runs one order. TaskManager orders answer with the TaskManagers' states afterwards, or
+/// `Failed` when the TaskManager could not be started or the request was refused.
+pub async fn execute(kind: &OrderKind, supervisor: Option<&Supervisor>) -> OrderOutcome {
+    let supervisor = match (kind, supervisor) {
+        (OrderKind::Ping, _) => return OrderOutcome::Done,
+        (_, None) => return OrderOutcome::Unsupported,
+        (_, Some(s)) => s,
+    };
+    let done = match kind {
+        OrderKind::Ping => Ok(None),
+        OrderKind::StartTaskManager(spec) => {
+            supervisor.start_task_manager(spec.clone()).await.map(Some)
+        }
+        OrderKind::StopTaskManager { id } => supervisor.stop_task_manager(id).await.map(|_| None),
+        OrderKind::KillTaskManager { id } => supervisor.kill_task_manager(id).await.map(|_| None),
+        OrderKind::ListTaskManagers => Ok(None),
+    };
+    match done {
+        Ok(Some(TaskManagerStatus {
+            spec,
+            state: TaskManagerState::Failed(reason),
+            ..
+        })) => OrderOutcome::Failed(format!("TaskManager {}: {reason}", spec.id)),
+        Ok(_) => match supervisor.list() {
+            Ok(list) => OrderOutcome::TaskManagers(list),
+            Err(e) => OrderOutcome::Failed(e.to_string()),
+        },
+        Err(e) => OrderOutcome::Failed(e.to_string()),
     }
 }
 

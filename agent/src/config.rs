@@ -6,6 +6,7 @@ use demeter_common::tls::TlsPaths;
 use serde::{Deserialize, Serialize};
 
 use crate::collectors::SamplerConfig;
+use crate::supervisor::config::SupervisorConfig;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -25,6 +26,9 @@ pub struct AgentConfig {
     pub sampling: SamplingConfig,
     #[serde(default)]
     pub collectors: SamplerConfig,
+    /// Runs Flink TaskManagers on the coordinator's order; absent = this agent only samples.
+    #[serde(default)]
+    pub supervisor: Option<SupervisorConfig>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -64,4 +68,22 @@ fn default_server_name() -> String {
 
 fn default_log() -> String {
     "info".to_string()
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::supervisor::config::BackendKind;
+
+    #[test]
+    fn the_example_config_parses_with_every_supervisor_field() {
+        let config: AgentConfig = toml::from_str(include_str!("../agent.example.toml")).unwrap();
+        let supervisor = config.supervisor.unwrap();
+        assert_eq!(supervisor.backend, BackendKind::Child);
+        assert_eq!(supervisor.stop_grace_ms, 30_000);
+        let lab = &supervisor.clusters["lab"];
+        assert!(lab.pid_dir.is_some());
+        assert_eq!(supervisor.systemd.poll_interval_ms, 2000);
+    }
 }

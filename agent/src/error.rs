@@ -24,6 +24,18 @@ pub enum Error {
     /// A counter `jstat -gc` needs is absent from the hsperfdata file.
     #[error("hsperfdata lacks counter {0}")]
     MissingCounter(&'static str),
+    /// A TaskManager order was refused (unknown id, …).
+    #[error(transparent)]
+    Refused(#[from] crate::supervisor::state::Refusal),
+    /// A TaskManager spec this agent cannot run as given.
+    #[error("invalid TaskManager spec: {0}")]
+    InvalidSpec(String),
+    /// A command the supervisor ran (systemctl) failed.
+    #[error("{command}: {reason}")]
+    Command { command: String, reason: String },
+    /// The supervisor's own state is unusable.
+    #[error("supervisor: {0}")]
+    Supervisor(String),
     /// sysinfo could not initialise its view of the host.
     #[error("host metrics: {0}")]
     Host(#[from] sysinfo::Error),

@@ -9,4 +9,6 @@ pub mod config;
 pub mod error;
 pub mod orders;
 pub mod outbox;
+pub mod supervisor;
+
 pub use error::{Error, Result};

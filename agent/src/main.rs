@@ -12,6 +12,7 @@ use demeter_agent::client::{self, ClientConfig, Shared};
 use demeter_agent::collectors::Sampler;
 use demeter_agent::config::AgentConfig;
 use demeter_agent::outbox::Outbox;
+use demeter_agent::supervisor;
 use demeter_common::{service, tls};
 use tracing::{info, warn};
 
@@ -78,9 +79,13 @@ async fn run(config: AgentConfig) -> anyhow::Result<()> {
 
     let sampling = &config.sampling;
     let boot_id = rand::random::<u64>();
-    let shared = Shared::new(
+    let supervisor = config.supervisor.as_ref().map(supervisor::from_config);
+    // A started TaskManager is sampled at the next tick, not after the discovery interval.
+    let mut spawned = supervisor.as_ref().map(|s| s.subscribe_spawned());
+    let shared = Shared::with_supervisor(
         Outbox::new(boot_id, sampling.batch_size, sampling.buffer_samples),
         1024,
+        supervisor.clone(),
     );
     let client_config = ClientConfig {
         coordinator: config.coordinator,
@@ -105,11 +110,17 @@ async fn run(config: AgentConfig) -> anyhow::Result<()> {
             Some(_) = async { match watchdog.as_mut() { Some(w) => Some(w.tick().await), None => None } } => {
                 service::notify_watchdog();
             }
+            Some(Ok(())) = async { match spawned.as_mut() { Some(s) => Some(s.changed().await), None => None } } => {
+                sampler.rediscover_next_sample();
+            }
             r = &mut shutdown => { r?; break; }
         }
     }
 
     service::notify_stopping();
+    if let Some(supervisor) = &supervisor {
+        supervisor.shutdown().await;
+    }
     seal(&shared);
     let drained = client::drain(&shared, Duration::from_millis(sampling.shutdown_grace_ms)).await;
     connection.abort();

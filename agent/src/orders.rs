@@ -1,7 +1,8 @@
 //! Orders are idempotent by id: the book remembers recent results so a resent order is
-//! answered, not executed again. Sans-IO.
+//! answered, not executed again, and which orders are still executing, so a copy that arrives
+//! meanwhile waits for the first one's result instead of running twice. Sans-IO.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use demeter_common::protocol::{Order, OrderOutcome, OrderResult};
 
@@ -10,6 +11,7 @@ pub struct OrderBook {
     capacity: usize,
     results: HashMap<u64, OrderOutcome>,
     order: VecDeque<u64>,
+    running: HashSet<u64>,
 }
 
 /// What to do with an arriving order.
@@ -19,6 +21,8 @@ pub enum Admission {
     /// Seen before: answer with this result.
     Replay(OrderResult),
     Expired(OrderResult),
+    /// The same id is executing now: wait for it, then admit again (which replays).
+    InProgress,
 }
 
 impl OrderBook {
@@ -27,10 +31,13 @@ impl OrderBook {
             capacity: capacity.max(1),
             results: HashMap::new(),
             order: VecDeque::new(),
+            running: HashSet::new(),
         }
     }
 
-    pub fn admit(&self, order: &Order, now_ms: u64) -> Admission {
+    /// Decides what to do; an order admitted for execution counts as running until
+    /// [`OrderBook::complete`].
+    pub fn admit(&mut self, order: &Order, now_ms: u64) -> Admission {
         if let Some(outcome) = self.results.get(&order.id) {
             return Admission::Replay(OrderResult {
                 order_id: order.id,
@@ -43,10 +50,14 @@ impl OrderBook {
                 outcome: OrderOutcome::Expired,
             });
         }
+        if !self.running.insert(order.id) {
+            return Admission::InProgress;
+        }
         Admission::Execute
     }
 
     pub fn complete(&mut self, result: &OrderResult) {
+        self.running.remove(&result.order_id);
         if self
             .results
             .insert(result.order_id, result.outcome.clone())
@@ -63,6 +74,7 @@ impl OrderBook {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use demeter_common::protocol::OrderKind;
@@ -91,5 +103,22 @@ mod tests {
             outcome: OrderOutcome::Done,
         });
         assert_eq!(book.admit(&order(1), 50), Admission::Execute);
+    }
+
+    #[test]
+    fn a_copy_of_a_running_order_waits_then_replays() {
+        let mut book = OrderBook::new(4);
+        let order = Order {
+            id: 7,
+            deadline_ms: 100,
+            kind: OrderKind::ListTaskManagers,
+        };
+        assert_eq!(book.admit(&order, 1), Admission::Execute);
+        assert_eq!(book.admit(&order, 2), Admission::InProgress);
+        book.complete(&OrderResult {
+            order_id: 7,
+            outcome: OrderOutcome::Done,
+        });
+        assert!(matches!(book.admit(&order, 3), Admission::Replay(_)));
     }
 }

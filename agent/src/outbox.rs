@@ -154,6 +154,7 @@ impl Outbox {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use demeter_common::metrics::HostSample;

@@ -141,13 +141,25 @@ pub fn start_coordinator(dir: &Path, pki: &Pki, port: u16) -> Daemon {
 }
 
 pub fn start_agent(dir: &Path, pki: &Pki, name: &str, port: u16, interval_ms: u64) -> Daemon {
+    start_agent_with(dir, pki, name, port, interval_ms, "")
+}
+
+/// [`start_agent`] with more TOML appended to its config (e.g. a `[supervisor]` table).
+pub fn start_agent_with(
+    dir: &Path,
+    pki: &Pki,
+    name: &str,
+    port: u16,
+    interval_ms: u64,
+    extra_toml: &str,
+) -> Daemon {
     let config = dir.join(format!("{name}.toml"));
     let tls = pki.paths(name);
     std::fs::write(
         &config,
         format!(
             "coordinator = \"127.0.0.1:{port}\"\nlog = \"info,quinn=warn\"\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n\
-             [sampling]\ninterval_ms = {interval_ms}\nbatch_size = 5\nreconnect_initial_ms = 100\nreconnect_max_ms = 1000\n",
+             [sampling]\ninterval_ms = {interval_ms}\nbatch_size = 5\nreconnect_initial_ms = 100\nreconnect_max_ms = 1000\n{extra_toml}",
             tls.ca.display(),
             tls.cert.display(),
             tls.key.display()
