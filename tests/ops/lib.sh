@@ -1,0 +1,146 @@
+# shellcheck shell=bash
+# Shared helpers for tests/ops/*.sh. Sourced, not run. Each test installs what it lacks,
+# non-interactively, and keeps its scratch state under the git-ignored .lab/ops/.
+
+set -euo pipefail
+export DEBIAN_FRONTEND=noninteractive CI="${CI:-true}"
+
+OPS_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+OPS_LAB="$OPS_REPO/.lab/ops"
+# Built Debian roots outlive a clone (CI clones afresh): cache them per machine.
+OPS_CACHE="${DEMETER_OPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/demeter-ops}"
+OPS_VENV="$OPS_LAB/venv"
+OPS_CARGO_DEB_VERSION=3.8.0
+OPS_ANSIBLE_CORE_VERSION=2.19.14
+OPS_ANSIBLE_LINT_VERSION=26.10.1
+# Packages of the test hosts: what Ansible needs on a target, what the roles install
+# (so that no test run downloads them), what the .debs depend on.
+OPS_BASE_PACKAGES=python3,python3-apt,openssh-server,systemd,dbus,polkitd
+mkdir -p "$OPS_LAB" "$OPS_CACHE"
+
+ops_failures=0
+say() { printf '%s\n' "$*"; }
+check() { # check "what" command...: prints PASS/FAIL and counts failures
+    local what=$1
+    shift
+    if "$@" >/dev/null 2>&1; then
+        say "  PASS  $what"
+    else
+        say "  FAIL  $what"
+        ops_failures=$((ops_failures + 1))
+    fi
+}
+ops_finish() { # closing line, exit status
+    if [ "$ops_failures" -eq 0 ]; then
+        say "$1: all checks passed"
+    else
+        say "$1: $ops_failures check(s) failed"
+        exit 1
+    fi
+}
+
+ops_apt_install() { # ops_apt_install CMD PACKAGE: install PACKAGE unless CMD exists
+    command -v "$1" >/dev/null 2>&1 && return 0
+    say "installing $2 (for $1)"
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "$2" >/dev/null
+}
+
+ops_python() { # a Python the pinned ansible-core supports (3.11 to 3.13)
+    local py
+    for py in python3.13 python3.12 python3.11; do
+        if command -v "$py" >/dev/null 2>&1; then
+            command -v "$py"
+            return 0
+        fi
+    done
+    say "no python3.11+ found" >&2
+    return 1
+}
+
+ops_ensure_ansible() { # venv with pinned ansible-core and ansible-lint
+    if [ ! -x "$OPS_VENV/bin/ansible-lint" ] ||
+        ! "$OPS_VENV/bin/pip" show -q "ansible-core==$OPS_ANSIBLE_CORE_VERSION" >/dev/null 2>&1; then
+        say "installing ansible-core $OPS_ANSIBLE_CORE_VERSION and ansible-lint $OPS_ANSIBLE_LINT_VERSION into $OPS_VENV"
+        "$(ops_python)" -m venv "$OPS_VENV"
+        "$OPS_VENV/bin/pip" install -q --disable-pip-version-check \
+            "ansible-core==$OPS_ANSIBLE_CORE_VERSION" "ansible-lint==$OPS_ANSIBLE_LINT_VERSION"
+    fi
+    export PATH="$OPS_VENV/bin:$PATH" ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
+}
+
+ops_build_debs() { # release binaries + both .debs; sets OPS_AGENT_DEB, OPS_COORDINATOR_DEB
+    if ! cargo deb --version 2>/dev/null | grep -q "$OPS_CARGO_DEB_VERSION"; then
+        say "installing cargo-deb $OPS_CARGO_DEB_VERSION"
+        cargo install --quiet --locked cargo-deb --version "$OPS_CARGO_DEB_VERSION"
+    fi
+    say "building demeter-agent and demeter-coordinator (release) and their .debs"
+    (cd "$OPS_REPO" && cargo build --quiet --release -p demeter-agent -p demeter-coordinator)
+    local pkg
+    for pkg in demeter-agent demeter-coordinator; do
+        (cd "$OPS_REPO" && cargo deb --no-build --quiet -p "$pkg" --output "$OPS_LAB/debs/$pkg.deb" >/dev/null)
+    done
+    OPS_AGENT_DEB="$OPS_LAB/debs/demeter-agent.deb"
+    OPS_COORDINATOR_DEB="$OPS_LAB/debs/demeter-coordinator.deb"
+}
+
+ops_base_root() { # prints a cached, never-modified Debian 12 root (debootstrap, ~4 min once)
+    local key root
+    key=$(printf '%s' "bookworm-minbase-$OPS_BASE_PACKAGES" | sha256sum | cut -c1-12)
+    root="$OPS_CACHE/base-$key"
+    if [ ! -f "$root.done" ]; then
+        ops_apt_install debootstrap debootstrap
+        say "debootstrapping the test hosts' Debian 12 root into $root (once per machine)" >&2
+        rm -rf "$root"
+        debootstrap --variant=minbase --include="$OPS_BASE_PACKAGES" bookworm "$root" \
+            http://deb.debian.org/debian >"$OPS_CACHE/debootstrap.log" 2>&1 ||
+            { tail -20 "$OPS_CACHE/debootstrap.log" >&2; return 1; }
+        rm -f "$root"/etc/ssh/ssh_host_*key* # each host gets its own, see ops_host_up
+        touch "$root.done"
+    fi
+    printf '%s\n' "$root"
+}
+
+# Test hosts: an overlay of the base root per host (instant, the base stays clean), with
+# /proc and /dev, reached by Ansible over ssh (sshd chrooted into it, 127.0.0.1:<port>).
+# There is no systemd as PID 1 in them: no /run/systemd/system, as in any chroot.
+OPS_HOSTS_DIR="$OPS_LAB/hosts"
+ops_host_up() { # ops_host_up NAME: mounts $OPS_HOSTS_DIR/NAME/root
+    local name=$1 base dir
+    base=$(ops_base_root)
+    dir="$OPS_HOSTS_DIR/$name"
+    ops_host_down "$name"
+    rm -rf "$dir"
+    mkdir -p "$dir/upper" "$dir/work" "$dir/root"
+    mount -t overlay overlay -o "lowerdir=$base,upperdir=$dir/upper,workdir=$dir/work" "$dir/root"
+    mount -t proc proc "$dir/root/proc"
+    mount --bind /dev "$dir/root/dev"
+    mount -t tmpfs -o mode=0755 tmpfs "$dir/root/run"
+    cp /etc/resolv.conf "$dir/root/etc/resolv.conf"
+    printf '%s\n' "$name" >"$dir/root/etc/hostname"
+}
+ops_host_down() { # unmount NAME's root (and stop its sshd); no-op when not mounted
+    local dir="$OPS_HOSTS_DIR/$1"
+    if [ -f "$dir/sshd.pid" ]; then
+        kill "$(cat "$dir/sshd.pid")" 2>/dev/null || true
+        rm -f "$dir/sshd.pid"
+    fi
+    local m
+    for m in run dev proc ""; do
+        if mountpoint -q "$dir/root/$m" 2>/dev/null; then umount -l "$dir/root/$m"; fi
+    done
+}
+ops_host_sshd() { # ops_host_sshd NAME PORT PUBKEY: root login with that key only
+    local name=$1 port=$2 pubkey=$3 root="$OPS_HOSTS_DIR/$1/root"
+    install -d -m 0700 "$root/root/.ssh"
+    install -m 0600 "$pubkey" "$root/root/.ssh/authorized_keys"
+    install -d -m 0755 "$root/run/sshd"
+    chroot "$root" ssh-keygen -q -A
+    chroot "$root" /usr/sbin/sshd -D -e -p "$port" -o ListenAddress=127.0.0.1 \
+        -o PasswordAuthentication=no -o PermitRootLogin=prohibit-password \
+        >"$OPS_HOSTS_DIR/$name/sshd.log" 2>&1 &
+    printf '%s\n' "$!" >"$OPS_HOSTS_DIR/$name/sshd.pid"
+}
+ops_free_port() {
+    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
