@@ -15,7 +15,7 @@ OPS_ANSIBLE_CORE_VERSION=2.19.14
 OPS_ANSIBLE_LINT_VERSION=26.10.1
 # Packages of the test hosts: what Ansible needs on a target, what the roles install
 # (so that no test run downloads them), what the .debs depend on.
-OPS_BASE_PACKAGES=python3,python3-apt,openssh-server,systemd,dbus,polkitd
+OPS_BASE_PACKAGES=python3,python3-apt,openssh-server,systemd,dbus,libpam-systemd,polkitd
 mkdir -p "$OPS_LAB" "$OPS_CACHE"
 
 ops_failures=0
@@ -49,8 +49,9 @@ ops_apt_install() { # ops_apt_install CMD PACKAGE: install PACKAGE unless CMD ex
 ops_python() { # a Python the pinned ansible-core supports (3.11 to 3.13)
     local py
     for py in python3.13 python3.12 python3.11; do
-        if command -v "$py" >/dev/null 2>&1; then
-            command -v "$py"
+        # pyenv shims exist for versions that are not active: ask the interpreter itself.
+        if "$py" -c 'import sys' >/dev/null 2>&1; then
+            "$py" -c 'import sys; print(sys.executable)'
             return 0
         fi
     done
@@ -59,8 +60,8 @@ ops_python() { # a Python the pinned ansible-core supports (3.11 to 3.13)
 }
 
 ops_ensure_ansible() { # venv with pinned ansible-core and ansible-lint
-    if [ ! -x "$OPS_VENV/bin/ansible-lint" ] ||
-        ! "$OPS_VENV/bin/pip" show -q "ansible-core==$OPS_ANSIBLE_CORE_VERSION" >/dev/null 2>&1; then
+    if ! NO_COLOR=1 "$OPS_VENV/bin/ansible-lint" --nocolor --version 2>/dev/null | grep -q "ansible-lint $OPS_ANSIBLE_LINT_VERSION" ||
+        ! "$OPS_VENV/bin/ansible" --version 2>/dev/null | grep -q "core $OPS_ANSIBLE_CORE_VERSION"; then
         say "installing ansible-core $OPS_ANSIBLE_CORE_VERSION and ansible-lint $OPS_ANSIBLE_LINT_VERSION into $OPS_VENV"
         "$(ops_python)" -m venv "$OPS_VENV"
         "$OPS_VENV/bin/pip" install -q --disable-pip-version-check \

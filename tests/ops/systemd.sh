@@ -4,7 +4,9 @@
 #     exits 0 on unknown keys and bad values, it only prints them);
 #  2. `systemd-analyze security --offline=yes` exposure of each unit is printed, and the two
 #     Demeter services must be at or below 2.0 (`--threshold=20`, systemd's own comparison);
-#  3. the TaskManager launcher accepts a good instance file and rejects bad ones.
+#  3. the TaskManager launcher accepts a good instance file and rejects bad ones;
+#  4. the polkit rule allows user demeter exactly the flink-taskmanager@ verbs (node runs it
+#     with polkit's calling convention; polkitd itself needs a running system bus).
 # verify needs every ExecStart= binary to exist and the whole unit tree (targets): it runs
 # with --root= on a scratch tree holding the host's /usr/lib/systemd/system, our units in
 # /etc/systemd/system, the real launcher script, and empty executables at the Demeter and
@@ -87,5 +89,11 @@ check "rejects a missing key" bad_file 'TM_PROCESS_MEMORY=1g\n'
 exits_78() { local rc=0; launch "$1" >/dev/null 2>&1 || rc=$?; [ "$rc" -eq 78 ]; }
 check "rejects a missing file" exits_78 nope
 check "rejects an instance name with a slash" exits_78 ../tms/tm-1
+
+say "polkit rule for the agent"
+ops_apt_install node nodejs
+if ! node "$OPS_REPO/tests/ops/polkit-rule.js" "$OPS_REPO/systemd/demeter-agent.polkit.rules"; then
+    ops_failures=$((ops_failures + 1))
+fi
 
 ops_finish systemd
