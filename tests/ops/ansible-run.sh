@@ -81,11 +81,17 @@ playbook() { # playbook LOG: runs site.yml, output in LOG, returns its status
 }
 recap() { sed -n '/PLAY RECAP/,$p' "$1" | grep -E '^(ctl1|node1) ' | sed 's/  */ /g'; }
 
+timed_run() { # timed_run LOG: playbook with its duration and recap printed; sets rc
+    local start
+    start=$(date +%s)
+    if playbook "$1"; then rc=0; else rc=$?; fi
+    say "  ($(($(date +%s) - start)) s)"
+    recap "$1" | sed 's/^/  /'
+}
+
 say "run 1: ansible-playbook site.yml"
-start=$(date +%s)
-if playbook "$run/run1.log"; then rc1=0; else rc1=$?; fi
-say "  ($(($(date +%s) - start)) s)"
-recap "$run/run1.log" | sed 's/^/  /'
+timed_run "$run/run1.log"
+rc1=$rc
 check "run 1 succeeds" test "$rc1" -eq 0
 [ "$rc1" -eq 0 ] || tail -40 "$run/run1.log"
 check "roles say that systemd is not running and starts are skipped" \
@@ -155,10 +161,8 @@ fingerprints() { # every certificate and key, on the control node and on the hos
 fingerprints >"$run/fingerprints.1"
 
 say "run 2: the same again must change nothing"
-start=$(date +%s)
-if playbook "$run/run2.log"; then rc2=0; else rc2=$?; fi
-say "  ($(($(date +%s) - start)) s)"
-recap "$run/run2.log" | sed 's/^/  /'
+timed_run "$run/run2.log"
+rc2=$rc
 check "run 2 succeeds" test "$rc2" -eq 0
 check "run 2 reports changed=0 on every host" bash -c "
     [ \$(sed -n '/PLAY RECAP/,\$p' '$run/run2.log' | grep -cE '^(ctl1|node1) .* changed=0 .* failed=0 ') -eq 2 ]"
