@@ -76,10 +76,12 @@ ops_build_debs() { # release binaries + both .debs; sets OPS_AGENT_DEB, OPS_COOR
         cargo install --quiet --locked cargo-deb --version "$OPS_CARGO_DEB_VERSION"
     fi
     say "building demeter-agent and demeter-coordinator (release) and their .debs"
-    (cd "$OPS_REPO" && cargo build --quiet --release -p demeter-agent -p demeter-coordinator)
-    local pkg
+    local pkg log="$OPS_LAB/cargo-build.log"
+    (cd "$OPS_REPO" && cargo build --release -p demeter-agent -p demeter-coordinator) >"$log" 2>&1 ||
+        { tail -30 "$log"; return 1; }
     for pkg in demeter-agent demeter-coordinator; do
-        (cd "$OPS_REPO" && cargo deb --no-build --quiet -p "$pkg" --output "$OPS_LAB/debs/$pkg.deb" >/dev/null)
+        (cd "$OPS_REPO" && cargo deb --no-build -p "$pkg" --output "$OPS_LAB/debs/$pkg.deb") >>"$log" 2>&1 ||
+            { tail -30 "$log"; return 1; }
     done
     OPS_AGENT_DEB="$OPS_LAB/debs/demeter-agent.deb"
     OPS_COORDINATOR_DEB="$OPS_LAB/debs/demeter-coordinator.deb"
