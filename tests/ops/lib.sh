@@ -60,8 +60,9 @@ ops_python() { # a Python the pinned ansible-core supports (3.11 to 3.13)
 }
 
 ops_ensure_ansible() { # venv with pinned ansible-core and ansible-lint
-    if ! NO_COLOR=1 "$OPS_VENV/bin/ansible-lint" --nocolor --version 2>/dev/null | grep -q "ansible-lint $OPS_ANSIBLE_LINT_VERSION" ||
-        ! "$OPS_VENV/bin/ansible" --version 2>/dev/null | grep -q "core $OPS_ANSIBLE_CORE_VERSION"; then
+    local have # (whole output first: grep -q closing the pipe early makes them fail)
+    have="$(NO_COLOR=1 "$OPS_VENV/bin/ansible-lint" --nocolor --version 2>/dev/null || true)"
+    if [[ $have != *"ansible-lint $OPS_ANSIBLE_LINT_VERSION using ansible-core:$OPS_ANSIBLE_CORE_VERSION "* ]]; then
         say "installing ansible-core $OPS_ANSIBLE_CORE_VERSION and ansible-lint $OPS_ANSIBLE_LINT_VERSION into $OPS_VENV"
         "$(ops_python)" -m venv "$OPS_VENV"
         "$OPS_VENV/bin/pip" install -q --disable-pip-version-check \
@@ -138,7 +139,7 @@ ops_host_sshd() { # ops_host_sshd NAME PORT PUBKEY: root login with that key onl
     install -d -m 0700 "$root/root/.ssh"
     install -m 0600 "$pubkey" "$root/root/.ssh/authorized_keys"
     install -d -m 0755 "$root/run/sshd"
-    chroot "$root" ssh-keygen -q -A
+    chroot "$root" ssh-keygen -q -A >/dev/null
     chroot "$root" /usr/sbin/sshd -D -e -p "$port" -o ListenAddress=127.0.0.1 \
         -o PasswordAuthentication=no -o PermitRootLogin=prohibit-password \
         >"$OPS_HOSTS_DIR/$name/sshd.log" 2>&1 &
