@@ -110,18 +110,20 @@ ops_base_root() { # prints a cached, never-modified Debian 12 root (debootstrap,
 # There is no systemd as PID 1 in them: no /run/systemd/system, as in any chroot.
 OPS_HOSTS_DIR="$OPS_LAB/hosts"
 ops_host_up() { # ops_host_up NAME: mounts $OPS_HOSTS_DIR/NAME/root
-    local name=$1 base dir
-    base=$(ops_base_root)
-    dir="$OPS_HOSTS_DIR/$name"
+    local name=$1 dir="$OPS_HOSTS_DIR/$1"
     ops_host_down "$name"
     rm -rf "$dir"
     mkdir -p "$dir/upper" "$dir/work" "$dir/root"
-    mount -t overlay overlay -o "lowerdir=$base,upperdir=$dir/upper,workdir=$dir/work" "$dir/root"
+    ops_host_mount_root "$name"
     mount -t proc proc "$dir/root/proc"
     mount --bind /dev "$dir/root/dev"
     mount -t tmpfs -o mode=0755 tmpfs "$dir/root/run"
     cp /etc/resolv.conf "$dir/root/etc/resolv.conf"
     printf '%s\n' "$name" >"$dir/root/etc/hostname"
+}
+ops_host_mount_root() { # the overlay alone, without /proc, /dev, /run
+    local dir="$OPS_HOSTS_DIR/$1"
+    mount -t overlay overlay -o "lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work" "$dir/root"
 }
 ops_host_down() { # unmount NAME's root (and stop its sshd); no-op when not mounted
     local dir="$OPS_HOSTS_DIR/$1"
