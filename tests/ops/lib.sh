@@ -8,7 +8,7 @@ export DEBIAN_FRONTEND=noninteractive CI="${CI:-true}"
 OPS_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OPS_LAB="$OPS_REPO/.lab/ops"
 # Built Debian roots outlive a clone (CI clones afresh): cache them per machine.
-OPS_CACHE="${DEMETER_OPS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/demeter-ops}"
+OPS_CACHE="${DEMETER_OPS_CACHE:-${XDG_CACHE_HOME:-${HOME:-/var/cache}/.cache}/demeter-ops}"
 OPS_VENV="$OPS_LAB/venv"
 OPS_CARGO_DEB_VERSION=3.8.0
 OPS_ANSIBLE_CORE_VERSION=2.19.14
