@@ -8,7 +8,7 @@ set -euo pipefail
 [ "${1:-}" = certs ] || { echo "usage: $0 certs init|issue ..." >&2; exit 2; }
 cmd=${2:-}
 shift 2
-dir= name= role=
+dir='' name='' role=''
 while [ $# -gt 0 ]; do
     case $1 in
         --dir) dir=$2 ;;

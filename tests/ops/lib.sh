@@ -84,8 +84,8 @@ ops_build_debs() { # release binaries + both .debs; sets OPS_AGENT_DEB, OPS_COOR
         (cd "$OPS_REPO" && cargo deb --no-build -p "$pkg" --output "$OPS_LAB/debs/$pkg.deb") >>"$log" 2>&1 ||
             { tail -30 "$log"; return 1; }
     done
-    OPS_AGENT_DEB="$OPS_LAB/debs/demeter-agent.deb"
-    OPS_COORDINATOR_DEB="$OPS_LAB/debs/demeter-coordinator.deb"
+    export OPS_AGENT_DEB="$OPS_LAB/debs/demeter-agent.deb"
+    export OPS_COORDINATOR_DEB="$OPS_LAB/debs/demeter-coordinator.deb"
 }
 
 ops_base_root() { # prints a cached, never-modified Debian 12 root (debootstrap, ~4 min once)

@@ -85,7 +85,7 @@ in_ct systemctl start demeter-agent-probe.service || true
 probe="$root/var/lib/demeter-agent/probe.out"
 in_ct systemctl show -p Result,ExecMainStatus demeter-agent-probe.service | sed 's/^/  /'
 expect() { grep -qx "$1=$2" "$probe"; }
-check "probe ran to the end" expect done yes
+check "probe ran to the end" expect "done" yes
 check "writes /etc/flink/taskmanagers/<instance>.env" expect write_instance_file yes
 check "set-property --runtime CPUQuota/MemoryMax via polkit" expect set_property yes
 check "starts flink-taskmanager@probe via polkit" expect start_taskmanager yes

@@ -6,7 +6,8 @@
 #     Demeter services must be at or below 2.0 (`--threshold=20`, systemd's own comparison);
 #  3. the TaskManager launcher accepts a good instance file and rejects bad ones;
 #  4. the polkit rule allows user demeter exactly the flink-taskmanager@ verbs (node runs it
-#     with polkit's calling convention; polkitd itself needs a running system bus).
+#     with polkit's calling convention; tests/ops/systemd-boot.sh runs it in real polkitd);
+#  5. shellcheck is clean on the launcher, the maintainer scripts and these tests.
 # verify needs every ExecStart= binary to exist and the whole unit tree (targets): it runs
 # with --root= on a scratch tree holding the host's /usr/lib/systemd/system, our units in
 # /etc/systemd/system, the real launcher script, and empty executables at the Demeter and
@@ -34,7 +35,9 @@ instance_of() { [ "$1" = "flink-taskmanager@.service" ] && echo "flink-taskmanag
 
 verify_quiet() { # verify_quiet ROOT UNIT: exit 0 and print nothing
     local out
-    out=$(systemd-analyze verify --root="$1" "$2" 2>&1) && [ -z "$out" ] || { printf '%s\n' "$out" >&2; return 1; }
+    if out=$(systemd-analyze verify --root="$1" "$2" 2>&1) && [ -z "$out" ]; then return 0; fi
+    printf '%s\n' "$out" >&2
+    return 1
 }
 
 say "systemd-analyze verify ($(systemd-analyze --version | head -1))"
@@ -95,5 +98,11 @@ ops_apt_install node nodejs
 if ! node "$OPS_REPO/tests/ops/polkit-rule.js" "$OPS_REPO/systemd/demeter-agent.polkit.rules"; then
     ops_failures=$((ops_failures + 1))
 fi
+
+say "shellcheck"
+ops_apt_install shellcheck shellcheck
+check "shell scripts clean" shellcheck -x -P "$OPS_REPO/tests/ops" "$OPS_REPO"/tests/ops/*.sh \
+    "$OPS_REPO"/tests/ops/boot/*.sh "$OPS_REPO/systemd/flink-taskmanager-start" \
+    "$OPS_REPO/packaging/deb/common/postinst" "$OPS_REPO/packaging/deb/common/postrm"
 
 ops_finish systemd
