@@ -7,6 +7,8 @@
 #    instance file, set-property/start/kill/reset-failed/stop flink-taskmanager@ through
 #    polkit, read the TaskManager's 0600 hsperfdata file — and cannot read /etc/shadow, write
 #    /etc or /proc/<pid>/mem, start other units or daemon-reload;
+#  - the same for demeter-coordinator.service (tests/ops/boot/coordinator-probe.sh): config,
+#    key, state dir, UDP 7443 and TCP 127.0.0.1:7480 yes; other processes, /etc, /root no;
 #  - flink-taskmanager@ and flink-jobmanager run in their sandboxes (a stand-in script plays
 #    Flink's bin/*.sh: no JVM here), with the limits the probe set;
 #  - demeter-agent and demeter-coordinator start in their sandboxes. While the binaries are
@@ -41,10 +43,16 @@ install -D -m 0755 "$OPS_REPO/systemd/flink-taskmanager-start" "$root/usr/local/
 install -D -m 0755 "$OPS_REPO/tests/ops/boot/fake-flink.sh" "$root/opt/flink/bin/taskmanager.sh"
 install -D -m 0755 "$OPS_REPO/tests/ops/boot/fake-flink.sh" "$root/opt/flink/bin/jobmanager.sh"
 install -d -m 0775 -g "$(chroot "$root" id -g demeter)" "$root/etc/flink/taskmanagers"
-install -D -m 0755 "$OPS_REPO/tests/ops/boot/agent-probe.sh" "$root/usr/local/bin/agent-probe"
-sed -e 's|^ExecStart=.*|ExecStart=/usr/local/bin/agent-probe|' -e 's|^Type=notify|Type=oneshot|' \
-    -e '/^WatchdogSec=/d' -e '/^NotifyAccess=/d' -e '/^Restart=/d' \
-    "$OPS_REPO/systemd/demeter-agent.service" >"$root/etc/systemd/system/demeter-agent-probe.service"
+install -D -m 0644 /dev/null "$root/etc/demeter/tls/node.key" # stands for the coordinator's key
+chroot "$root" chown root:demeter /etc/demeter/tls /etc/demeter/tls/node.key
+chmod 0640 "$root/etc/demeter/tls/node.key"
+echo "-----BEGIN PRIVATE KEY-----" >"$root/etc/demeter/tls/node.key"
+for svc in agent coordinator; do # demeter-<svc>-probe.service: the real unit, probe as ExecStart
+    install -D -m 0755 "$OPS_REPO/tests/ops/boot/$svc-probe.sh" "$root/usr/local/bin/$svc-probe"
+    sed -e "s|^ExecStart=.*|ExecStart=/usr/local/bin/$svc-probe|" -e 's|^Type=notify|Type=oneshot|' \
+        -e '/^WatchdogSec=/d' -e '/^NotifyAccess=/d' -e '/^Restart=/d' \
+        "$OPS_REPO/systemd/demeter-$svc.service" >"$root/etc/systemd/system/demeter-$svc-probe.service"
+done
 ops_host_down "$host" # nspawn mounts /proc, /dev and /run itself
 ops_host_mount_root "$host"
 
@@ -104,6 +112,22 @@ check "cannot restart dbus (polkit)" expect restart_dbus no
 check "kills flink-taskmanager@probe via polkit" expect kill_taskmanager yes
 check "reset-failed via polkit" expect reset_failed yes
 check "stops flink-taskmanager@probe via polkit" expect stop_taskmanager yes
+[ "$ops_failures" -eq 0 ] || cat "$probe"
+
+say "coordinator sandbox probe (demeter-coordinator.service with the probe as ExecStart)"
+in_ct systemctl start demeter-coordinator-probe.service || true
+probe="$root/var/lib/demeter/probe.out"
+check "probe ran to the end" expect "done" yes
+check "reads its config" expect read_config yes
+check "reads its key (0640 root:demeter, with PrivateUsers=yes)" expect read_key yes
+check "writes /var/lib/demeter" expect write_state yes
+check "writes its private /tmp" expect write_tmp yes
+check "binds UDP 0.0.0.0:7443 (QUIC)" expect bind_quic_udp_7443 yes
+check "binds TCP 127.0.0.1:7480 (HTTP)" expect bind_http_tcp_7480 yes
+check "cannot see other processes (ProtectProc=invisible)" expect see_pid_1 no
+check "cannot read /etc/shadow" expect read_shadow no
+check "cannot write /etc" expect write_etc no
+check "cannot write /root" expect write_home no
 [ "$ops_failures" -eq 0 ] || cat "$probe"
 
 say "Flink units in their sandboxes (stand-in scripts)"
