@@ -125,11 +125,19 @@ ops_host_mount_root() { # the overlay alone, without /proc, /dev, /run
     local dir="$OPS_HOSTS_DIR/$1"
     mount -t overlay overlay -o "lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work" "$dir/root"
 }
-ops_host_down() { # unmount NAME's root (and stop its sshd); no-op when not mounted
-    local dir="$OPS_HOSTS_DIR/$1"
+ops_host_down() { # stop NAME's sshd or booted systemd, unmount its root; no-op when down
+    local dir="$OPS_HOSTS_DIR/$1" pid
     if [ -f "$dir/sshd.pid" ]; then
         kill "$(cat "$dir/sshd.pid")" 2>/dev/null || true
         rm -f "$dir/sshd.pid"
+    fi
+    if [ -f "$dir/nspawn.pid" ]; then
+        pid=$(cat "$dir/nspawn.pid")
+        if kill -TERM "$pid" 2>/dev/null; then # nspawn shuts the container down cleanly
+            for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+            kill -KILL "$pid" 2>/dev/null || true
+        fi
+        rm -f "$dir/nspawn.pid" "$dir/init.pid"
     fi
     local m
     for m in run dev proc ""; do
@@ -149,4 +157,46 @@ ops_host_sshd() { # ops_host_sshd NAME PORT PUBKEY: root login with that key onl
 }
 ops_free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Booted test hosts: real systemd as PID 1 of a container (systemd-nspawn) on NAME's root.
+ops_descends_from() { # ops_descends_from PID ANCESTOR
+    local p=$1
+    while [ "$p" -gt 1 ]; do
+        [ "$p" = "$2" ] && return 0
+        p=$(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) || return 1
+    done
+    return 1
+}
+ops_host_boot() { # ops_host_boot NAME: boots the (prepared) root; waits for multi-user
+    local name=$1 dir="$OPS_HOSTS_DIR/$1" nspawn_pid init_pid='' p state=''
+    ops_apt_install systemd-nspawn systemd-container
+    ops_host_down "$name" # nspawn mounts /proc, /dev and /run itself
+    ops_host_mount_root "$name"
+    # nspawn needs /run/systemd on a tmpfs, and this host has no systemd: a private /run.
+    unshare -m sh -c "mount --make-rprivate / && mount -t tmpfs tmpfs /run &&
+        exec systemd-nspawn -q -D '$dir/root' --register=no --keep-unit --console=passive -b" \
+        >"$dir/console.log" 2>&1 </dev/null &
+    nspawn_pid=$!
+    printf '%s\n' "$nspawn_pid" >"$dir/nspawn.pid"
+    for _ in $(seq 150); do
+        for p in $(pgrep -x systemd); do
+            if ops_descends_from "$p" "$nspawn_pid"; then init_pid=$p && break 2; fi
+        done
+        sleep 0.2
+    done
+    [ -n "$init_pid" ] || { cat "$dir/console.log"; say "$name: container did not start"; return 1; }
+    printf '%s\n' "$init_pid" >"$dir/init.pid"
+    for _ in $(seq 150); do
+        state=$(ops_in_host "$name" systemctl is-system-running 2>/dev/null || true)
+        case $state in running | degraded) break ;; esac
+        sleep 0.4
+    done
+    say "  $name: systemd $(ops_in_host "$name" systemctl --version | head -1 | cut -d' ' -f2) is PID 1, system $state"
+    case $state in running | degraded) return 0 ;; *) cat "$dir/console.log"; return 1 ;; esac
+}
+ops_in_host() { # ops_in_host NAME CMD...: run CMD in NAME's booted container
+    local name=$1
+    shift
+    nsenter -t "$(cat "$OPS_HOSTS_DIR/$name/init.pid")" -m -u -i -p -C -- "$@"
 }
