@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # Runs ansible/site.yml for real against two local test hosts and checks what lands:
-#   ctl1  = coordinator + flink_jobmanager + agents (the one-machine case: two certificates)
-#   node1 = agents, with one static TaskManager
-# Each host is a Debian 12 root (debootstrap, cached) under an overlay, with its own sshd on
-# 127.0.0.1; Ansible reaches it over ssh like any server. This sandbox has no systemd as
-# PID 1, so neither do the hosts: the roles install and enable units and say (checked here)
-# that they skip daemon-reload/start/restart. Then a second run must report changed=0 and
-# leave every certificate byte-identical, and a run with the control node's CA missing must
-# refuse to make a new one.
-# Flink comes from the apache-flink 2.3.0 wheel (its bin/ scripts and conf/, 22 MB), passed
-# as a directory in flink_archive_src; the 329 MB jar wheel is left out because nothing runs
-# a JVM here, and Java is not installed (flink_java_package: "").
+#   ctl1  = coordinator + flink_jobmanager + agents (the one-machine case: two certificates),
+#           booted: systemd 252 is its PID 1 (systemd-nspawn), its own sshd.service serves
+#           Ansible, and the roles really daemon-reload, enable and start units there;
+#   node1 = agents with one static TaskManager, a plain root with sshd chrooted into it, no
+#           systemd running: the roles install and enable units and say (checked here) that
+#           they skip daemon-reload/start/restart.
+# Both are Debian 12 roots (debootstrap, cached) under overlays, reached over ssh on
+# 127.0.0.1 like any server. Then a second run must report changed=0 and leave every
+# certificate byte-identical, and a run with the control node's CA missing must refuse to
+# make a new one.
+# Flink on node1 comes from the apache-flink 2.3.0 wheel (its real bin/ scripts and conf/,
+# 22 MB), passed as a directory in flink_archive_src; the 329 MB jar wheel and Java are left
+# out (flink_java_package: ""), since no JVM runs here. ctl1, where flink-jobmanager.service
+# really starts, gets the same conf/ with tests/ops/boot/fake-flink.sh as bin/*.sh.
+# While the Demeter binaries are placeholders (no --config, no sd_notify) their services are
+# installed but not enabled on ctl1 (said as PENDING); with the real binaries they must start.
 source "$(dirname "$0")/lib.sh"
 ops_ensure_ansible
 ops_build_debs
@@ -37,13 +42,29 @@ if ! "$pki_command" certs --help >/dev/null 2>&1; then
     pki_command="$OPS_REPO/tests/ops/certs-shim.sh"
 fi
 
+standin="$run/flink-standin" # ctl1's Flink: real conf/, stand-in bin/*.sh
+mkdir -p "$standin/bin"
+cp -r "$flink_home/conf" "$standin/"
+for script in jobmanager.sh taskmanager.sh; do
+    install -m 0755 "$OPS_REPO/tests/ops/boot/fake-flink.sh" "$standin/bin/$script"
+done
+
+real_services=true
+if ! "$OPS_REPO/target/release/demeter-agent" --help 2>&1 | grep -q -- --config ||
+    ! "$OPS_REPO/target/release/demeter-coordinator" --help 2>&1 | grep -q -- --config; then
+    say "PENDING: the Demeter binaries are placeholders (no --config, no sd_notify): on ctl1 their"
+    say "         services are installed but not enabled or started."
+    real_services=false
+fi
+
 ssh-keygen -q -t ed25519 -N '' -f "$run/ssh/id_ed25519"
 declare -A port
 for h in "${hosts[@]}"; do
     ops_host_up "$h"
     port[$h]=$(ops_free_port)
-    ops_host_sshd "$h" "${port[$h]}" "$run/ssh/id_ed25519.pub"
 done
+ops_host_sshd node1 "${port[node1]}" "$run/ssh/id_ed25519.pub"
+ops_host_boot_with_sshd ctl1 "${port[ctl1]}" "$run/ssh/id_ed25519.pub"
 for h in "${hosts[@]}"; do
     for _ in $(seq 50); do
         ssh -q -i "$run/ssh/id_ed25519" -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
@@ -70,6 +91,12 @@ all:
     flink_jobmanager: {hosts: {ctl1: {}}}
     agents: {hosts: {ctl1: {}, node1: {ansible_port: ${port[node1]}}}}
 EOF
+cat >"$run/host_vars/ctl1.yml" <<EOF
+flink_archive_src: $standin
+flink_version: 2.3.0-standin
+demeter_agent_service_enabled: $real_services
+demeter_coordinator_service_enabled: $real_services
+EOF
 cat >"$run/host_vars/node1.yml" <<'EOF'
 flink_taskmanagers:
   - {name: tm-1, process_memory: 1536m, slots: 2, cpu_quota: "200%"}
@@ -94,8 +121,9 @@ timed_run "$run/run1.log"
 rc1=$rc
 check "run 1 succeeds" test "$rc1" -eq 0
 [ "$rc1" -eq 0 ] || tail -40 "$run/run1.log"
-check "roles say that systemd is not running and starts are skipped" \
+check "node1: roles say that systemd is not running and starts are skipped" \
     grep -q 'systemd is not running on node1' "$run/run1.log"
+check "ctl1: no such message (systemd runs there)" bash -c "! grep -q 'systemd is not running on ctl1' '$run/run1.log'"
 
 in_root() { local h=$1; shift; chroot "$OPS_HOSTS_DIR/$h/root" "$@"; }
 has_mode() { # has_mode HOST PATH "MODE USER:GROUP"
@@ -117,10 +145,10 @@ for h in "${hosts[@]}"; do
         [ \"\$(openssl pkey -in '$OPS_HOSTS_DIR/$h/root/etc/demeter/tls/node.key' -pubout)\" = \
           \"\$(openssl x509 -in '$OPS_HOSTS_DIR/$h/root/etc/demeter/tls/node.pem' -noout -pubkey)\" ]"
     check "$h: agent.toml 0640 root:demeter" has_mode "$h" /etc/demeter/agent.toml "640 root:demeter"
-    check "$h: demeter-agent.service enabled" \
-        in_root "$h" test -L /etc/systemd/system/multi-user.target.wants/demeter-agent.service
     check "$h: polkit rule installed" in_root "$h" test -f /usr/share/polkit-1/rules.d/60-demeter-agent.rules
-    check "$h: /opt/flink -> /opt/flink-2.3.0" bash -c "[ \$(readlink '$OPS_HOSTS_DIR/$h/root/opt/flink') = /opt/flink-2.3.0 ]"
+    version=2.3.0
+    [ "$h" = ctl1 ] && version=2.3.0-standin
+    check "$h: /opt/flink -> /opt/flink-$version" bash -c "[ \$(readlink '$OPS_HOSTS_DIR/$h/root/opt/flink') = /opt/flink-$version ]"
     check "$h: Flink scripts executable" in_root "$h" test -x /opt/flink/bin/taskmanager.sh
     check "$h: /etc/flink/config.yaml 0640 root:flink" has_mode "$h" /etc/flink/config.yaml "640 root:flink"
     check "$h: config.yaml keeps the distribution's Java options" \
@@ -141,8 +169,26 @@ check "ctl1: agent.toml uses agent.pem and names itself ctl1-agent" bash -c "
     grep -q 'node_name = \"ctl1-agent\"' '$OPS_HOSTS_DIR/ctl1/root/etc/demeter/agent.toml'"
 check "node1: agent.toml uses node.pem" \
     grep -q 'cert = "/etc/demeter/tls/node.pem"' "$OPS_HOSTS_DIR/node1/root/etc/demeter/agent.toml"
-check "ctl1: flink-jobmanager.service enabled" \
-    in_root ctl1 test -L /etc/systemd/system/multi-user.target.wants/flink-jobmanager.service
+check "node1: demeter-agent.service enabled (offline)" \
+    in_root node1 test -L /etc/systemd/system/multi-user.target.wants/demeter-agent.service
+ct() { ops_in_host ctl1 "$@"; }
+not() { ! "$@"; }
+check "ctl1: flink-jobmanager.service enabled" ct systemctl is-enabled flink-jobmanager.service
+check "ctl1: flink-jobmanager.service started by the role" ct systemctl is-active flink-jobmanager.service
+jobmanager_runs_as_flink() {
+    local pid
+    pid=$(ct systemctl show -p MainPID --value flink-jobmanager.service)
+    [ "$pid" -gt 0 ] && [ "$(ct stat -c %U "/proc/$pid")" = flink ]
+}
+check "ctl1: the JobManager runs as flink" jobmanager_runs_as_flink
+for svc in demeter-agent demeter-coordinator; do
+    if [ "$real_services" = true ]; then
+        check "ctl1: $svc enabled" ct systemctl is-enabled "$svc.service"
+        check "ctl1: $svc active" ct systemctl is-active "$svc.service"
+    else
+        check "ctl1: $svc installed, not enabled (PENDING real binary)" not ct systemctl is-enabled -q "$svc.service"
+    fi
+done
 check "node1: no JobManager enabled" \
     in_root node1 test ! -e /etc/systemd/system/multi-user.target.wants/flink-jobmanager.service
 check "node1: tm-1.env has memory and slots" bash -c "

@@ -131,6 +131,10 @@ ops_host_down() { # stop NAME's sshd or booted systemd, unmount its root; no-op 
         kill "$(cat "$dir/sshd.pid")" 2>/dev/null || true
         rm -f "$dir/sshd.pid"
     fi
+    # What still runs chrooted there (sshd sessions kept by Ansible's ssh ControlPersist).
+    for pid in $(ps -e -o pid=); do
+        if [ "$(readlink "/proc/$pid/root" 2>/dev/null)" = "$dir/root" ]; then kill "$pid" 2>/dev/null || true; fi
+    done
     if [ -f "$dir/nspawn.pid" ]; then
         pid=$(cat "$dir/nspawn.pid")
         if kill -TERM "$pid" 2>/dev/null; then # nspawn shuts the container down cleanly
@@ -199,4 +203,13 @@ ops_in_host() { # ops_in_host NAME CMD...: run CMD in NAME's booted container
     local name=$1
     shift
     nsenter -t "$(cat "$OPS_HOSTS_DIR/$name/init.pid")" -m -u -i -p -C -- "$@"
+}
+ops_host_boot_with_sshd() { # ops_host_boot_with_sshd NAME PORT PUBKEY: boot, sshd.service on PORT
+    local name=$1 port=$2 pubkey=$3 root="$OPS_HOSTS_DIR/$1/root"
+    install -d -m 0700 "$root/root/.ssh"
+    install -m 0600 "$pubkey" "$root/root/.ssh/authorized_keys"
+    chroot "$root" ssh-keygen -q -A >/dev/null
+    printf 'Port %s\nListenAddress 127.0.0.1\nPasswordAuthentication no\n' "$port" \
+        >"$root/etc/ssh/sshd_config.d/50-ops-test.conf"
+    ops_host_boot "$name"
 }
