@@ -35,12 +35,7 @@ if [ ! -x "$flink_home/bin/taskmanager.sh" ]; then
         --python-version 3.11 --only-binary=:all: --platform manylinux2014_x86_64 apache-flink==2.3.0
 fi
 
-pki_command="$OPS_REPO/target/release/demeter-coordinator"
-if ! "$pki_command" certs --help >/dev/null 2>&1; then
-    say "PENDING: target/release/demeter-coordinator has no 'certs' command yet (placeholder binary);"
-    say "         the PKI role runs with tests/ops/certs-shim.sh (openssl, same file layout) instead."
-    pki_command="$OPS_REPO/tests/ops/certs-shim.sh"
-fi
+pki_command=$(ops_pki_command)
 
 standin="$run/flink-standin" # ctl1's Flink: real conf/, stand-in bin/*.sh
 mkdir -p "$standin/bin"
@@ -50,8 +45,7 @@ for script in jobmanager.sh taskmanager.sh; do
 done
 
 real_services=true
-if ! "$OPS_REPO/target/release/demeter-agent" --help 2>&1 | grep -q -- --config ||
-    ! "$OPS_REPO/target/release/demeter-coordinator" --help 2>&1 | grep -q -- --config; then
+if ! ops_real_binaries; then
     say "PENDING: the Demeter binaries are placeholders (no --config, no sd_notify): on ctl1 their"
     say "         services are installed but not enabled or started."
     real_services=false
