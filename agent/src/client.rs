@@ -2,7 +2,6 @@
 //! acknowledgements, answer orders; on any failure, back off and dial again. The outbox keeps
 //! every unacknowledged sample across reconnects, so nothing taken during an outage is lost.
 
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +20,8 @@ use crate::supervisor::Supervisor;
 
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    pub coordinator: SocketAddr,
+    /// `host:port`, resolved at every dial.
+    pub coordinator: String,
     pub server_name: String,
     pub backoff: Backoff,
 }
@@ -101,8 +101,13 @@ async fn session(
     shared: &Arc<Shared>,
     attempt: &mut u32,
 ) -> Result<()> {
+    let addr = tokio::net::lookup_host(&config.coordinator)
+        .await
+        .map_err(|e| Error::Stream(format!("cannot resolve {}: {e}", config.coordinator)))?
+        .next()
+        .ok_or_else(|| Error::Stream(format!("{} resolves to no address", config.coordinator)))?;
     let connecting = endpoint
-        .connect(config.coordinator, &config.server_name)
+        .connect(addr, &config.server_name)
         .map_err(|e| Error::Stream(format!("cannot dial: {e}")))?;
     let connection = connecting.await?;
     let (mut control, mut control_recv) = connection.open_bi().await?;

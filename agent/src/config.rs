@@ -1,7 +1,5 @@
 //! The agent's configuration file (TOML). See `agent/agent.example.toml`.
 
-use std::net::SocketAddr;
-
 use demeter_common::tls::TlsPaths;
 use serde::{Deserialize, Serialize};
 
@@ -11,8 +9,9 @@ use crate::supervisor::config::SupervisorConfig;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentConfig {
-    /// The coordinator's QUIC address (UDP).
-    pub coordinator: SocketAddr,
+    /// The coordinator's QUIC address, `host:port` (UDP); a name is resolved at every dial, so
+    /// a coordinator that moves is found again.
+    pub coordinator: String,
     /// The name in the coordinator's certificate; the agent refuses a coordinator without it.
     #[serde(default = "default_server_name")]
     pub server_name: String,

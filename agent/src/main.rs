@@ -32,7 +32,7 @@ struct Args {
     config: PathBuf,
     /// Override `coordinator`: the coordinator's QUIC address.
     #[arg(long)]
-    coordinator: Option<SocketAddr>,
+    coordinator: Option<String>,
     /// Override `sampling.interval_ms`.
     #[arg(long)]
     interval_ms: Option<u64>,
@@ -88,7 +88,7 @@ async fn run(config: AgentConfig) -> anyhow::Result<()> {
         supervisor.clone(),
     );
     let client_config = ClientConfig {
-        coordinator: config.coordinator,
+        coordinator: config.coordinator.clone(),
         server_name: config.server_name.clone(),
         backoff: Backoff {
             initial: Duration::from_millis(sampling.reconnect_initial_ms),

@@ -24,6 +24,24 @@ pub struct CoordinatorConfig {
     pub tls: TlsPaths,
     #[serde(default)]
     pub ingest: IngestConfig,
+    #[serde(default)]
+    pub flink: FlinkConfig,
+}
+
+/// How the coordinator reaches Flink (the `[flink]` table).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FlinkConfig {
+    /// The JobManager's REST API, e.g. `http://127.0.0.1:8081`.
+    pub rest_url: String,
+}
+
+impl Default for FlinkConfig {
+    fn default() -> Self {
+        Self {
+            rest_url: "http://127.0.0.1:8081".to_string(),
+        }
+    }
 }
 
 fn default_listen() -> SocketAddr {

@@ -80,7 +80,7 @@ fn order_round_trip(rt: &tokio::runtime::Runtime) {
         let addr = ingest.local_addr().unwrap();
         let shared = Shared::new(Outbox::new(1, 5, 100), 1024);
         let config = ClientConfig {
-            coordinator: addr,
+            coordinator: addr.to_string(),
             server_name: "coordinator".into(),
             backoff: Backoff {
                 initial: Duration::from_millis(50),

@@ -160,7 +160,7 @@ check "ctl1: coordinator.toml has the Flink REST URL" \
 check "ctl1: agent certificate apart (agent.key 0640 root:demeter)" has_mode ctl1 /etc/demeter/tls/agent.key "640 root:demeter"
 check "ctl1: agent.toml uses agent.pem and names itself ctl1-agent" bash -c "
     grep -q 'cert = \"/etc/demeter/tls/agent.pem\"' '$OPS_HOSTS_DIR/ctl1/root/etc/demeter/agent.toml' &&
-    grep -q 'node_name = \"ctl1-agent\"' '$OPS_HOSTS_DIR/ctl1/root/etc/demeter/agent.toml'"
+    grep -q 'Node name (from its certificate): ctl1-agent' '$OPS_HOSTS_DIR/ctl1/root/etc/demeter/agent.toml'"
 check "node1: agent.toml uses node.pem" \
     grep -q 'cert = "/etc/demeter/tls/node.pem"' "$OPS_HOSTS_DIR/node1/root/etc/demeter/agent.toml"
 check "node1: demeter-agent.service enabled (offline)" \

@@ -48,7 +48,7 @@ install -m 0640 "$pki/$host.key" "$tls/node.key"
 install -m 0644 "$pki/$host-agent.pem" "$tls/agent.pem"
 install -m 0640 "$pki/$host-agent.key" "$tls/agent.key"
 chroot "$root" chgrp demeter /etc/demeter/tls /etc/demeter/tls/node.key /etc/demeter/tls/agent.key
-sed -i -e "s|^node_name = .*|node_name = \"$host-agent\"|" -e 's|^address = .*|address = "127.0.0.1:7443"|' \
+sed -i -e 's|^coordinator = .*|coordinator = "127.0.0.1:7443"|' \
     -e "s|^server_name = .*|server_name = \"$host\"|" -e 's|/node\.pem"|/agent.pem"|' -e 's|/node\.key"|/agent.key"|' \
     "$root/etc/demeter/agent.toml"
 for svc in agent coordinator; do # demeter-<svc>-probe.service: the real unit, probe as ExecStart
