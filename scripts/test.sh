@@ -32,11 +32,25 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "build the binaries the end-to-end tests start"
 cargo build --workspace --bins
 
+mkdir -p .lab
+ops_pid=
+if [ "${SKIP_OPS:-0}" != 1 ]; then
+  # The operations tests mostly wait on the network (debootstrap, pip) and on booted test
+  # hosts, so they run beside the Rust and Flink tests; their log is replayed at the end.
+  step "operations tests (systemd, Ansible, .deb) started in the background: .lab/ops.log"
+  tests/ops/run-all.sh >.lab/ops.log 2>&1 &
+  ops_pid=$!
+fi
+
 step "real Flink 2.3: install into .lab, build the benchmark job, start a session cluster"
 scripts/flink-lab.sh install
 scripts/build-job.sh
-cleanup() { scripts/flink-lab.sh stop ci >/dev/null 2>&1 || true; }
-trap cleanup EXIT
+stop_ci_cluster() { scripts/flink-lab.sh stop ci >/dev/null 2>&1 || true; }
+on_exit() {
+  stop_ci_cluster
+  if [ -n "$ops_pid" ] && kill -0 "$ops_pid" 2>/dev/null; then kill "$ops_pid" 2>/dev/null || true; fi
+}
+trap on_exit EXIT
 scripts/flink-lab.sh start ci --rest-port 18091 --rpc-port 16191 --taskmanagers 1 --slots 2
 eval "$(scripts/flink-lab.sh env ci)"
 export DEMETER_FLINK_REST=$FLINK_REST_URL
@@ -48,14 +62,17 @@ if grep -q 'test result: FAILED\|error: test failed\|could not compile' .lab/car
   grep -B5 -A40 'panicked' .lab/cargo-test.log | head -200 >&2 || true
   exit 1
 fi
-cleanup
+stop_ci_cluster
 
 step "Flink smoke test: run, savepoint, rescale, kill a TaskManager, prove exactly-once output"
 scripts/smoke-flink.sh
 
-if [ "${SKIP_OPS:-0}" != 1 ]; then
-  step "operations: systemd units, Ansible, .deb packages"
-  tests/ops/run-all.sh
+if [ -n "$ops_pid" ]; then
+  step "operations tests: waiting for them to finish"
+  ops_status=0
+  wait "$ops_pid" || ops_status=$?
+  cat .lab/ops.log
+  [ "$ops_status" -eq 0 ] || { echo "operations tests failed" >&2; exit 1; }
 fi
 
 # The fuzz run needs cargo-fuzz and a second build of the protocol crates with coverage

@@ -214,14 +214,7 @@ ops_host_boot_with_sshd() { # ops_host_boot_with_sshd NAME PORT PUBKEY: boot, ss
     ops_host_boot "$name"
 }
 ops_pki_command() { # prints the command implementing `certs init|issue` for the tests
-    local real="$OPS_REPO/target/release/demeter-coordinator"
-    if "$real" certs --help >/dev/null 2>&1; then
-        printf '%s\n' "$real"
-    else
-        say "PENDING: target/release/demeter-coordinator has no 'certs' command yet (placeholder binary);" >&2
-        say "         certificates come from tests/ops/certs-shim.sh (openssl, same file layout) instead." >&2
-        printf '%s\n' "$OPS_REPO/tests/ops/certs-shim.sh"
-    fi
+    printf '%s\n' "$OPS_REPO/target/release/demeter-coordinator"
 }
 ops_real_binaries() { # true once both binaries take --config (the placeholders do not)
     "$OPS_REPO/target/release/demeter-agent" --help 2>&1 | grep -q -- --config &&
