@@ -14,8 +14,7 @@
 # 22 MB), passed as a directory in flink_archive_src; the 329 MB jar wheel and Java are left
 # out (flink_java_package: ""), since no JVM runs here. ctl1, where flink-jobmanager.service
 # really starts, gets the same conf/ with tests/ops/boot/fake-flink.sh as bin/*.sh.
-# While the Demeter binaries are placeholders (no --config, no sd_notify) their services are
-# installed but not enabled on ctl1 (said as PENDING); with the real binaries they must start.
+# On ctl1 the Demeter services are enabled and must become active (READY=1 over sd_notify).
 source "$(dirname "$0")/lib.sh"
 ops_ensure_ansible
 ops_build_debs
@@ -44,12 +43,6 @@ for script in jobmanager.sh taskmanager.sh; do
     install -m 0755 "$OPS_REPO/tests/ops/boot/fake-flink.sh" "$standin/bin/$script"
 done
 
-real_services=true
-if ! ops_real_binaries; then
-    say "PENDING: the Demeter binaries are placeholders (no --config, no sd_notify): on ctl1 their"
-    say "         services are installed but not enabled or started."
-    real_services=false
-fi
 
 ssh-keygen -q -t ed25519 -N '' -f "$run/ssh/id_ed25519"
 declare -A port
@@ -88,8 +81,8 @@ EOF
 cat >"$run/host_vars/ctl1.yml" <<EOF
 flink_archive_src: $standin
 flink_version: 2.3.0-standin
-demeter_agent_service_enabled: $real_services
-demeter_coordinator_service_enabled: $real_services
+demeter_agent_service_enabled: true
+demeter_coordinator_service_enabled: true
 EOF
 cat >"$run/host_vars/node1.yml" <<'EOF'
 flink_taskmanagers:
@@ -176,12 +169,8 @@ jobmanager_runs_as_flink() {
 }
 check "ctl1: the JobManager runs as flink" jobmanager_runs_as_flink
 for svc in demeter-agent demeter-coordinator; do
-    if [ "$real_services" = true ]; then
-        check "ctl1: $svc enabled" ct systemctl is-enabled "$svc.service"
-        check "ctl1: $svc active" ct systemctl is-active "$svc.service"
-    else
-        check "ctl1: $svc installed, not enabled (PENDING real binary)" not ct systemctl is-enabled -q "$svc.service"
-    fi
+    check "ctl1: $svc enabled" ct systemctl is-enabled "$svc.service"
+    check "ctl1: $svc active" ct systemctl is-active "$svc.service"
 done
 check "node1: no JobManager enabled" \
     in_root node1 test ! -e /etc/systemd/system/multi-user.target.wants/flink-jobmanager.service

@@ -216,7 +216,3 @@ ops_host_boot_with_sshd() { # ops_host_boot_with_sshd NAME PORT PUBKEY: boot, ss
 ops_pki_command() { # prints the command implementing `certs init|issue` for the tests
     printf '%s\n' "$OPS_REPO/target/release/demeter-coordinator"
 }
-ops_real_binaries() { # true once both binaries take --config (the placeholders do not)
-    "$OPS_REPO/target/release/demeter-agent" --help 2>&1 | grep -q -- --config &&
-        "$OPS_REPO/target/release/demeter-coordinator" --help 2>&1 | grep -q -- --config
-}
