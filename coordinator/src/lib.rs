@@ -6,6 +6,7 @@ pub mod error;
 pub mod flink;
 pub mod ingest;
 pub mod models;
+pub mod policy;
 pub mod store;
 pub mod trace;
 pub mod twin;
