@@ -11,5 +11,6 @@ pub mod protocol;
 pub mod service;
 pub mod tls;
 pub mod transport;
+pub mod udp;
 
 pub use error::{Error, Result};

@@ -51,11 +51,28 @@ pub struct Session {
 
 /// Connects and says hello as an agent; the error says how far it got.
 pub async fn hello(endpoint: &quinn::Endpoint, addr: SocketAddr) -> Result<Session, String> {
-    let connection = endpoint
+    let connecting = endpoint
         .connect(addr, "coordinator")
-        .map_err(|e| e.to_string())?
-        .await
-        .map_err(|e| format!("handshake: {e}"))?;
+        .map_err(|e| e.to_string())?;
+    hello_over(connecting).await
+}
+
+/// [`hello`] as `identity`, over an endpoint many simulated agents share (one UDP socket for
+/// thousands of connections, as behind a NAT).
+pub async fn hello_as(
+    endpoint: &quinn::Endpoint,
+    identity: &NodeIdentity,
+    addr: SocketAddr,
+) -> Result<Session, String> {
+    let config = tls::client_config(identity).map_err(|e| e.to_string())?;
+    let connecting = endpoint
+        .connect_with(config, addr, "coordinator")
+        .map_err(|e| e.to_string())?;
+    hello_over(connecting).await
+}
+
+async fn hello_over(connecting: quinn::Connecting) -> Result<Session, String> {
+    let connection = connecting.await.map_err(|e| format!("handshake: {e}"))?;
     let (mut send, mut recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
     transport::write_preamble(&mut send)
         .await

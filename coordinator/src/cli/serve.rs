@@ -10,7 +10,7 @@ use demeter_common::{service, tls};
 use demeter_coordinator::config::CoordinatorConfig;
 use demeter_coordinator::ingest::Ingest;
 use demeter_coordinator::store::Store;
-use tracing::info;
+use tracing::{info, warn};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -54,8 +54,23 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
         Store::open(&config.store)
             .with_context(|| format!("opening the store {}", config.store.display()))?,
     );
-    let endpoint = quinn::Endpoint::server(server, config.listen)
+    let udp = demeter_common::udp::bind_udp(config.listen, config.ingest.udp_receive_buffer_bytes)
         .with_context(|| format!("listening on {}", config.listen))?;
+    // Linux reports twice the usable size, and grants at most net.core.rmem_max.
+    if udp.receive_buffer / 2 < config.ingest.udp_receive_buffer_bytes {
+        warn!(
+            asked = config.ingest.udp_receive_buffer_bytes,
+            granted = udp.receive_buffer / 2,
+            "UDP receive buffer capped by net.core.rmem_max; raise it for many agents"
+        );
+    }
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(server),
+        udp.socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .with_context(|| format!("listening on {}", config.listen))?;
     let ingest = Ingest::start(endpoint, store, config.ingest.clone());
     let addr = ingest.local_addr()?;
     info!(%addr, store = %config.store.display(), "coordinator listening");

@@ -32,6 +32,9 @@ pub struct IngestConfig {
     pub max_group: usize,
     /// Seconds a new connection has to open its control stream and say hello.
     pub handshake_timeout_secs: u64,
+    /// Receive buffer asked for on the QUIC socket, in bytes; the kernel caps it at
+    /// `net.core.rmem_max`. Thousands of agents overflow the default buffer (see `common::udp`).
+    pub udp_receive_buffer_bytes: usize,
 }
 
 impl Default for IngestConfig {
@@ -40,6 +43,7 @@ impl Default for IngestConfig {
             window_secs: 600,
             max_group: 4096,
             handshake_timeout_secs: 10,
+            udp_receive_buffer_bytes: 8 << 20,
         }
     }
 }
