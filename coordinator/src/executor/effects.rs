@@ -28,7 +28,7 @@ pub enum Effect {
         specs: Vec<TaskManagerSpec>,
     },
     /// Registered TaskManagers (REST) and the backend's dead ones. → [`Event::TaskManagers`]
-    QueryTaskManagers { job: String },
+    QueryTaskManagers { job: String, ids: Vec<String> },
     /// `POST /jars/<jar>/run` with this job id, configuration and restore point.
     /// → [`Event::Submitted`]
     Submit {

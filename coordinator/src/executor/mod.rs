@@ -7,10 +7,14 @@
 //!   [`taskmanagers::TaskManagers`] backend (agents over QUIC, or local processes);
 //! - [`failure`] injects a TaskManager failure into a job and times its recovery.
 
+pub mod driver;
 pub mod effects;
+pub mod failure;
+pub mod journal;
 pub mod machine;
 pub mod operation;
 pub mod plan;
+pub mod taskmanagers;
 
 pub use effects::{Effect, Event, Fault};
 pub use machine::{Limits, Machine};

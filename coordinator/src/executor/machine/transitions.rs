@@ -91,6 +91,10 @@ impl Machine {
             },
             Step::WaitTaskManagers => Effect::QueryTaskManagers {
                 job: op.job.clone(),
+                ids: taskmanager_specs(&op.job, &self.cluster, &op.target())
+                    .into_iter()
+                    .map(|s| s.id)
+                    .collect(),
             },
             Step::Submit => match self.sub {
                 Sub::SubmitCheck { .. } => Effect::QueryJob {
