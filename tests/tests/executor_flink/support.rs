@@ -79,7 +79,8 @@ impl Bench {
         command
             .env("DEMETER_STORE", &self.store)
             .env("FLINK_REST_URL", rest_url)
-            .env("DEMETER_FAILPOINT", failpoint.unwrap_or(""));
+            .env("DEMETER_FAILPOINT", failpoint.unwrap_or(""))
+            .env("RUST_BACKTRACE", "0");
         let out = command.output().await.unwrap();
         print!("{}", String::from_utf8_lossy(&out.stdout));
         out
