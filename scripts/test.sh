@@ -54,6 +54,9 @@ trap on_exit EXIT
 scripts/flink-lab.sh start ci --rest-port 18091 --rpc-port 16191 --taskmanagers 1 --slots 2
 eval "$(scripts/flink-lab.sh env ci)"
 export DEMETER_FLINK_REST=$FLINK_REST_URL
+# The executor test (tests/tests/executor_flink.rs) starts its own JobManager from this lab on
+# REST 18291 / RPC 16291 and runs its TaskManagers itself.
+export DEMETER_LAB="$PWD/.lab"
 
 step "cargo test (workspace)"
 cargo test --workspace -- --nocapture 2>&1 | tee .lab/cargo-test.log | grep -E '^(test |test result|SKIPPED|     Running)' || true

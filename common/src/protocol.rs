@@ -164,6 +164,46 @@ pub struct TaskManagerSpec {
     pub properties: Vec<(String, String)>,
 }
 
+/// Process sizes (MiB) below which Flink's default framework and metaspace sizes do not fit
+/// (`IllegalConfigurationException`, the TaskManager never starts), so the sizes measured to
+/// work at 640m (flink-notes §2) are added unless the spec sets those keys itself.
+pub const SMALL_TM_MB: u32 = 850;
+
+const SMALL_TM_SIZES: [(&str, &str); 4] = [
+    ("taskmanager.memory.jvm-metaspace.size", "160m"),
+    ("taskmanager.memory.framework.off-heap.size", "64m"),
+    ("taskmanager.memory.framework.heap.size", "64m"),
+    ("taskmanager.memory.jvm-overhead.min", "128m"),
+];
+
+impl TaskManagerSpec {
+    /// The `-D key=value` properties that start this TaskManager, in order: memory, slots,
+    /// resource id, the small-TaskManager sizes when needed, then the spec's own. The agent's
+    /// supervisor and the coordinator's local backend both start TaskManagers with these.
+    pub fn dynamic_properties(&self) -> Vec<(String, String)> {
+        let mut props = vec![
+            (
+                "taskmanager.memory.process.size".to_string(),
+                format!("{}m", self.process_memory_mb),
+            ),
+            (
+                "taskmanager.numberOfTaskSlots".to_string(),
+                self.slots.to_string(),
+            ),
+            ("taskmanager.resource-id".to_string(), self.id.clone()),
+        ];
+        if self.process_memory_mb < SMALL_TM_MB {
+            for (key, value) in SMALL_TM_SIZES {
+                if !self.properties.iter().any(|(k, _)| k == key) {
+                    props.push((key.to_string(), value.to_string()));
+                }
+            }
+        }
+        props.extend(self.properties.iter().cloned());
+        props
+    }
+}
+
 /// What an agent knows about one TaskManager it manages.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskManagerStatus {

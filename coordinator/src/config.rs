@@ -26,6 +26,18 @@ pub struct CoordinatorConfig {
     pub ingest: IngestConfig,
     #[serde(default)]
     pub flink: FlinkConfig,
+    #[serde(default)]
+    pub executor: ExecutorConfig,
+}
+
+/// Where the executor runs TaskManagers (the `[executor]` table).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecutorConfig {
+    /// Cluster name carried in TaskManager specs; the agents map it to a Flink home.
+    pub cluster: Option<String>,
+    /// Agents that run TaskManagers, in placement order; empty means every connected agent.
+    pub agents: Vec<String>,
 }
 
 /// How the coordinator reaches Flink (the `[flink]` table).

@@ -24,6 +24,9 @@ pub enum Error {
     Protocol(#[from] demeter_common::Error),
     #[error("agent {agent} is not connected")]
     AgentNotConnected { agent: String },
+    /// The executor refused or could not carry out a reconfiguration.
+    #[error("executor: {0}")]
+    Executor(String),
     /// A Flink REST call failed; `op` names the client operation (e.g. `job_details`).
     #[error("Flink REST {op}: {kind}")]
     Flink {

@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod error;
+pub mod executor;
 pub mod flink;
 pub mod ingest;
 pub mod models;

@@ -63,6 +63,12 @@ impl Store {
         Ok(Self { db })
     }
 
+    /// The database, for modules that keep their own tables in the same file (the
+    /// executor's journal): one file, one writer, one fsync per commit.
+    pub(crate) fn db(&self) -> &Database {
+        &self.db
+    }
+
     pub fn stored_up_to(&self, agent: &str, boot: u64) -> Result<u64> {
         let txn = self.db.begin_read().map_err(store_err)?;
         let table = txn.open_table(CURSORS).map_err(store_err)?;

@@ -3,8 +3,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod lab;
 pub mod peers;
 pub mod process;
+pub mod proxy;
 
 use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};

@@ -28,39 +28,11 @@ use super::state::Exit;
 use super::{Backend, BoxFuture, Event};
 use crate::error::{Error, Result};
 
-/// Process sizes (MiB) below which the small-TaskManager sizes are added.
-pub const SMALL_TM_MB: u32 = 850;
+pub use demeter_common::protocol::SMALL_TM_MB;
 
-const SMALL_TM_SIZES: [(&str, &str); 4] = [
-    ("taskmanager.memory.jvm-metaspace.size", "160m"),
-    ("taskmanager.memory.framework.off-heap.size", "64m"),
-    ("taskmanager.memory.framework.heap.size", "64m"),
-    ("taskmanager.memory.jvm-overhead.min", "128m"),
-];
-
-/// The `-D key=value` properties for a spec, in order: memory, slots, resource id, the
-/// small-TaskManager sizes when needed, then the spec's own.
+/// The `-D key=value` properties for a spec (shared with the coordinator's local backend).
 pub fn dynamic_properties(spec: &TaskManagerSpec) -> Vec<(String, String)> {
-    let mut props = vec![
-        (
-            "taskmanager.memory.process.size".to_string(),
-            format!("{}m", spec.process_memory_mb),
-        ),
-        (
-            "taskmanager.numberOfTaskSlots".to_string(),
-            spec.slots.to_string(),
-        ),
-        ("taskmanager.resource-id".to_string(), spec.id.clone()),
-    ];
-    if spec.process_memory_mb < SMALL_TM_MB {
-        for (key, value) in SMALL_TM_SIZES {
-            if !spec.properties.iter().any(|(k, _)| k == key) {
-                props.push((key.to_string(), value.to_string()));
-            }
-        }
-    }
-    props.extend(spec.properties.iter().cloned());
-    props
+    spec.dynamic_properties()
 }
 
 /// Program and arguments. With a cgroup, a shell joins it (writes its pid to `cgroup.procs`)

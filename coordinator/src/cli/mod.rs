@@ -2,6 +2,7 @@
 
 mod agents;
 mod certs;
+mod job;
 mod model;
 mod serve;
 
@@ -28,6 +29,8 @@ enum Command {
     Certs(certs::CertsArgs),
     /// List the agents connected to a running coordinator.
     Agents(agents::AgentsArgs),
+    /// Register Flink jobs and reconfigure them safely (savepoint, restart, rollback).
+    Job(job::JobArgs),
     /// Fit the job models offline from observations and query them (fit, predict, pareto).
     Model(model::ModelArgs),
 }
@@ -44,5 +47,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Certs(args) => certs::run(args),
         Command::Agents(args) => agents::run(args),
         Command::Model(args) => model::run(args),
+        Command::Job(args) => job::run(args),
     }
 }

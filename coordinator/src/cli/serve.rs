@@ -71,7 +71,7 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
         Arc::new(quinn::TokioRuntime),
     )
     .with_context(|| format!("listening on {}", config.listen))?;
-    let ingest = Ingest::start(endpoint, store, config.ingest.clone());
+    let ingest = Ingest::start(endpoint, store.clone(), config.ingest.clone());
     let addr = ingest.local_addr()?;
     info!(%addr, store = %config.store.display(), "coordinator listening");
     service::notify_ready(&format!("listening on {addr}"));
@@ -84,11 +84,61 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
             }
         });
     }
+    resume_operations(&config, &store, ingest.handle());
     shutdown_signal().await?;
     service::notify_stopping();
     info!("shutting down");
     ingest.shutdown().await;
     Ok(())
+}
+
+/// Operations a previous coordinator left in flight are resumed (or rolled back) in the
+/// background, with the agents running the TaskManagers.
+fn resume_operations(
+    config: &CoordinatorConfig,
+    store: &Arc<Store>,
+    ingest: demeter_coordinator::ingest::IngestHandle,
+) {
+    use demeter_coordinator::executor::driver::Driver;
+    use demeter_coordinator::executor::journal::Journal;
+    use demeter_coordinator::executor::taskmanagers::AgentTaskManagers;
+    use demeter_coordinator::flink::{ClientConfig, FlinkClient};
+    let journal = match Journal::open(store.clone()) {
+        Ok(j) => j,
+        Err(e) => return tracing::error!(error = %e, "cannot open the executor journal"),
+    };
+    match journal.in_flight() {
+        Ok(ops) if ops.is_empty() => return,
+        Ok(ops) => info!(
+            count = ops.len(),
+            "resuming reconfigurations left in flight"
+        ),
+        Err(e) => return tracing::error!(error = %e, "cannot read the executor journal"),
+    }
+    let client = match FlinkClient::new(&config.flink.rest_url, ClientConfig::default()) {
+        Ok(c) => Arc::new(c),
+        Err(e) => return tracing::error!(error = %e, "cannot reach Flink to resume operations"),
+    };
+    let cluster = config
+        .executor
+        .cluster
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let backend = Arc::new(AgentTaskManagers::new(
+        ingest,
+        config.executor.agents.clone(),
+    ));
+    let driver = Driver::new(client, backend, journal, &cluster);
+    tokio::spawn(async move {
+        // Agents reconnect after a coordinator restart; give them a moment.
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        match driver.resume_all().await {
+            Ok(ops) => info!(count = ops.len(), "in-flight reconfigurations finished"),
+            Err(e) => {
+                tracing::error!(error = %e, "resuming reconfigurations failed; run `job resume`")
+            }
+        }
+    });
 }
 
 /// SIGTERM (systemd) or SIGINT (a terminal).
