@@ -140,6 +140,11 @@ pub trait Policy {
 
     /// The next action, if any. The loop calls it until None after every `handle_*`.
     fn poll_action(&mut self) -> Option<Action>;
+
+    /// The policy's latest rate forecast, for timelines and live views (None: it has none).
+    fn forecast(&self) -> Option<ForecastSummary> {
+        None
+    }
 }
 
 #[cfg(test)]
