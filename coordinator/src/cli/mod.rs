@@ -4,6 +4,8 @@ mod agents;
 mod certs;
 mod model;
 mod serve;
+mod simulate;
+mod simulate_output;
 
 use clap::{Parser, Subcommand};
 
@@ -30,6 +32,9 @@ enum Command {
     Agents(agents::AgentsArgs),
     /// Fit the job models offline from observations and query them (fit, predict, pareto).
     Model(model::ModelArgs),
+    /// Replay a rate trace through the digital twin under a policy (static, reactive,
+    /// demeter, oracle, or all) and report cost, QoS, recoveries and changes.
+    Simulate(simulate::SimulateArgs),
 }
 
 pub fn run() -> anyhow::Result<()> {
@@ -44,5 +49,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Certs(args) => certs::run(args),
         Command::Agents(args) => agents::run(args),
         Command::Model(args) => model::run(args),
+        Command::Simulate(args) => simulate::run(args),
     }
 }

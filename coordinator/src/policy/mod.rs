@@ -6,7 +6,9 @@
 //! Invariant: nothing here reads a clock, touches the network or draws unseeded randomness; `now`
 //! is an argument (time since an arbitrary epoch, the same for every call on one policy).
 
+pub mod baselines;
 pub mod decision;
+pub mod registry;
 
 use std::time::Duration;
 
