@@ -10,3 +10,6 @@ pub mod report;
 pub mod second;
 pub mod sim;
 pub mod truth;
+
+#[cfg(test)]
+pub mod testing;

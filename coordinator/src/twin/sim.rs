@@ -251,3 +251,7 @@ pub fn rates_per_second(trace: &crate::trace::RateTrace) -> Vec<f64> {
     }
     rates
 }
+
+#[cfg(test)]
+#[path = "sim_tests.rs"]
+mod tests;

@@ -15,8 +15,8 @@ use crate::models::observations::Observation;
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::models::surrogate::Qos;
 use crate::policy::{
-    Action, CandidateNumbers, ChangeKind, Decision, ForecastSummary, JobTick, Policy, Reason,
-    ReconfigureOutcome,
+    Action, CandidateNumbers, ChangeKind, Decision, ForecastSummary, JobPhase, JobTick, Policy,
+    Reason, ReconfigureOutcome,
 };
 use crate::twin::change;
 use crate::twin::truth::GroundTruth;
@@ -46,6 +46,8 @@ pub struct Oracle {
     candidates: Vec<JobConfig>,
     current: Option<JobConfig>,
     changing: bool,
+    /// Down or catching up: a change now would stack its downtime on the recovery.
+    recovering: bool,
     next_decision: Duration,
     last_forecast: Option<ForecastSummary>,
     actions: VecDeque<Action>,
@@ -75,6 +77,7 @@ impl Oracle {
             candidates,
             current: None,
             changing: false,
+            recovering: false,
             next_decision: Duration::ZERO,
             last_forecast: None,
             actions: VecDeque::new(),
@@ -250,6 +253,7 @@ impl Policy for Oracle {
         if self.current.is_none() {
             self.current = Some(tick.config);
         }
+        self.recovering = tick.phase == JobPhase::Down || tick.backlog > 0.0;
     }
 
     fn handle_profile_results(&mut self, _now: Duration, _batch: u64, _results: &[Observation]) {}
@@ -260,10 +264,13 @@ impl Policy for Oracle {
     }
 
     fn handle_timeout(&mut self, now: Duration) {
-        self.next_decision = now + Duration::from_secs(self.settings.epoch_s.max(1));
-        if !self.changing {
-            self.decide(now);
+        if self.changing || self.recovering {
+            // Decide once the job is back to steady processing.
+            self.next_decision = now + RETRY;
+            return;
         }
+        self.next_decision = now + Duration::from_secs(self.settings.epoch_s.max(1));
+        self.decide(now);
     }
 
     fn poll_timeout(&self) -> Option<Duration> {
@@ -278,6 +285,9 @@ impl Policy for Oracle {
         self.last_forecast
     }
 }
+
+/// How soon a decision postponed by a change or a recovery is tried again.
+const RETRY: Duration = Duration::from_secs(10);
 
 #[cfg(test)]
 #[path = "oracle_tests.rs"]
