@@ -48,6 +48,8 @@ pub struct Oracle {
     changing: bool,
     /// Down or catching up: a change now would stack its downtime on the recovery.
     recovering: bool,
+    /// Since when a decision waits for a recovery (bounded: an overloaded job never drains).
+    postponed_since: Option<Duration>,
     next_decision: Duration,
     last_forecast: Option<ForecastSummary>,
     actions: VecDeque<Action>,
@@ -78,6 +80,7 @@ impl Oracle {
             current: None,
             changing: false,
             recovering: false,
+            postponed_since: None,
             next_decision: Duration::ZERO,
             last_forecast: None,
             actions: VecDeque::new(),
@@ -264,11 +267,15 @@ impl Policy for Oracle {
     }
 
     fn handle_timeout(&mut self, now: Duration) {
-        if self.changing || self.recovering {
-            // Decide once the job is back to steady processing.
+        let since = *self.postponed_since.get_or_insert(now);
+        let waited_enough = now.saturating_sub(since).as_secs_f64() >= self.qos.recovery_s;
+        if self.changing || (self.recovering && !waited_enough) {
+            // Decide once the job is back to steady processing — or, if it does not drain
+            // within the recovery QoS, because it is overloaded: then a change is due anyway.
             self.next_decision = now + RETRY;
             return;
         }
+        self.postponed_since = None;
         self.next_decision = now + Duration::from_secs(self.settings.epoch_s.max(1));
         self.decide(now);
     }

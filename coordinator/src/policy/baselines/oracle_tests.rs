@@ -90,3 +90,25 @@ fn cost_is_half_cpu_half_memory_of_the_reference() {
     let small_memory: JobConfig = "p=24,slots=1,mem=1g,cpu=1,ckpt=10".parse().unwrap();
     assert!((o.cost(&small_memory) - 0.625).abs() < 1e-12);
 }
+
+#[test]
+fn an_overloaded_job_still_gets_a_decision() {
+    // More than any configuration carries: the backlog never drains, yet the oracle must move
+    // to the most capable configuration instead of waiting for a recovery forever.
+    let rates = vec![80_000.0; 1800];
+    let result = run(&mut oracle(&rates), &rates, None);
+    let targets: Vec<JobConfig> = result
+        .events
+        .iter()
+        .filter_map(|e| match e {
+            SimEvent::Action { action, .. } => match action.as_ref() {
+                Action::Reconfigure { to, .. } => Some(*to),
+                Action::Profile { .. } => None,
+            },
+            _ => None,
+        })
+        .collect();
+    assert!(!targets.is_empty());
+    let truth = truth();
+    assert!(truth.capacity(&targets[0]) > truth.capacity(&JobConfig::paper_default()));
+}
