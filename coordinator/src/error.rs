@@ -18,6 +18,8 @@ pub enum Error {
     Trace { line: usize, message: String },
     #[error("model: {0}")]
     Model(String),
+    #[error("policy: {0}")]
+    Policy(String),
     #[error("store: {0}")]
     Store(String),
     #[error(transparent)]

@@ -5,6 +5,8 @@ mod certs;
 mod job;
 mod model;
 mod serve;
+mod simulate;
+mod simulate_output;
 
 use clap::{Parser, Subcommand};
 
@@ -33,6 +35,9 @@ enum Command {
     Job(job::JobArgs),
     /// Fit the job models offline from observations and query them (fit, predict, pareto).
     Model(model::ModelArgs),
+    /// Replay a rate trace through the digital twin under a policy (static, reactive,
+    /// demeter, oracle, or all) and report cost, QoS, recoveries and changes.
+    Simulate(simulate::SimulateArgs),
 }
 
 pub fn run() -> anyhow::Result<()> {
@@ -48,5 +53,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Agents(args) => agents::run(args),
         Command::Model(args) => model::run(args),
         Command::Job(args) => job::run(args),
+        Command::Simulate(args) => simulate::run(args),
     }
 }

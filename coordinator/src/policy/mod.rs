@@ -6,7 +6,9 @@
 //! Invariant: nothing here reads a clock, touches the network or draws unseeded randomness; `now`
 //! is an argument (time since an arbitrary epoch, the same for every call on one policy).
 
+pub mod baselines;
 pub mod decision;
+pub mod registry;
 
 use std::time::Duration;
 
@@ -140,6 +142,11 @@ pub trait Policy {
 
     /// The next action, if any. The loop calls it until None after every `handle_*`.
     fn poll_action(&mut self) -> Option<Action>;
+
+    /// The policy's latest rate forecast, for timelines and live views (None: it has none).
+    fn forecast(&self) -> Option<ForecastSummary> {
+        None
+    }
 }
 
 #[cfg(test)]

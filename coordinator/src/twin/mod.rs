@@ -1,4 +1,15 @@
-//! The digital twin: a deterministic simulator of a Flink job. For now its ground truth — the
-//! curves a simulated job really follows — which tests and benchmarks train and score models on.
+//! The digital twin: a deterministic simulator of a Flink job in virtual time. `truth` is what
+//! a configuration really does (TOML-configurable), `change` what a reconfiguration costs,
+//! `job` the per-second dynamics of production, `profiling` the profiling copies, `sim` the
+//! loop that feeds a policy, and `report` what a run amounts to.
 
+pub mod change;
+pub mod job;
+pub mod profiling;
+pub mod report;
+pub mod second;
+pub mod sim;
 pub mod truth;
+
+#[cfg(test)]
+pub mod testing;

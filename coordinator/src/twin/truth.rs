@@ -64,6 +64,43 @@ pub struct GroundTruth {
     pub noise: f64,
     /// Absolute noise on the busy fraction.
     pub busy_noise: f64,
+
+    // How changes cost time (read by the simulator; defaults keep older files valid).
+    /// Fixed part of an in-place rescale by the adaptive scheduler: cancel the tasks and
+    /// redeploy them at the new parallelism. State is then restored at the new parallelism;
+    /// nothing is replayed because the rescale waits for a completed checkpoint (FLIP-461).
+    #[serde(default = "defaults::rescale_base_s")]
+    pub rescale_base_s: f64,
+    /// Starting a TaskManager JVM and registering it: paid inside the downtime of a full
+    /// restart, and before an in-place scale-up (while the job still runs) for the new TaskManagers.
+    #[serde(default = "defaults::tm_start_s")]
+    pub tm_start_s: f64,
+    /// Fixed part of stop-with-savepoint (trigger, barrier alignment, finalisation).
+    #[serde(default = "defaults::savepoint_base_s")]
+    pub savepoint_base_s: f64,
+    /// Speed at which each subtask writes its share of the state into a savepoint.
+    #[serde(default = "defaults::savepoint_mb_per_s_per_subtask")]
+    pub savepoint_mb_per_s_per_subtask: f64,
+    /// A slot with less memory than this cannot hold the job (out of memory at start): the
+    /// deployment never reaches RUNNING and is rolled back. 0 = only the search space's rule.
+    #[serde(default)]
+    pub min_memory_per_slot_mb: f64,
+}
+
+/// Defaults of the change-cost knobs: seconds typical of a small standalone cluster.
+mod defaults {
+    pub fn rescale_base_s() -> f64 {
+        5.0
+    }
+    pub fn tm_start_s() -> f64 {
+        10.0
+    }
+    pub fn savepoint_base_s() -> f64 {
+        2.0
+    }
+    pub fn savepoint_mb_per_s_per_subtask() -> f64 {
+        40.0
+    }
 }
 
 /// The noiseless outcomes of a configuration at a rate.
@@ -102,6 +139,11 @@ impl GroundTruth {
             truth.catchup_efficiency,
             truth.noise,
             truth.busy_noise,
+            truth.rescale_base_s,
+            truth.tm_start_s,
+            truth.savepoint_base_s,
+            truth.savepoint_mb_per_s_per_subtask,
+            truth.min_memory_per_slot_mb,
         ]
         .iter()
         .all(|v| v.is_finite() && *v >= 0.0);
@@ -109,9 +151,10 @@ impl GroundTruth {
             || truth.slot_capacity == 0.0
             || truth.cpu_saturation_cores == 0.0
             || truth.restore_mb_per_s_per_subtask == 0.0
+            || truth.savepoint_mb_per_s_per_subtask == 0.0
         {
             return Err(Error::Model(
-                "ground truth: values must be finite and non-negative; capacity, CPU saturation and restore speed positive".into(),
+                "ground truth: values must be finite and non-negative; capacity, CPU saturation, restore and savepoint speeds positive".into(),
             ));
         }
         Ok(truth)
@@ -161,11 +204,8 @@ impl GroundTruth {
             + overload_ms)
             .min(LATENCY_CAP_MS);
 
-        let p = f64::from(config.parallelism);
         let tms = f64::from(config.task_managers());
-        let restart = self.restart_base_s
-            + self.restart_per_tm_s * tms
-            + self.state_mb / p / self.restore_mb_per_s_per_subtask;
+        let restart = self.restart_s(config);
         let catchup = capacity * self.catchup_efficiency - rate;
         let recovery = if catchup <= 0.0 {
             RECOVERY_CAP_S
@@ -188,6 +228,46 @@ impl GroundTruth {
             cpu_cores,
             memory_mb,
         }
+    }
+
+    /// Restoring the state at `config`'s parallelism: subtasks read their shares in parallel.
+    pub fn restore_s(&self, config: &JobConfig) -> f64 {
+        self.state_mb / f64::from(config.parallelism.max(1)) / self.restore_mb_per_s_per_subtask
+    }
+
+    /// Restarting the job after its tasks were lost: reschedule, TaskManagers re-register, restore.
+    pub fn restart_s(&self, config: &JobConfig) -> f64 {
+        self.restart_base_s
+            + self.restart_per_tm_s * f64::from(config.task_managers())
+            + self.restore_s(config)
+    }
+
+    /// Seconds the job processes nothing after a failure: detection, then a restart.
+    pub fn failure_downtime_s(&self, config: &JobConfig) -> f64 {
+        self.detection_s + self.restart_s(config)
+    }
+
+    /// Stop-with-savepoint from `config`: every subtask writes its share of the state.
+    pub fn savepoint_s(&self, config: &JobConfig) -> f64 {
+        self.savepoint_base_s
+            + self.state_mb
+                / f64::from(config.parallelism.max(1))
+                / self.savepoint_mb_per_s_per_subtask
+    }
+
+    /// Downtime of an in-place rescale to `to` (parallelism only, TaskManagers already there).
+    pub fn in_place_downtime_s(&self, to: &JobConfig) -> f64 {
+        self.rescale_base_s + self.restore_s(to)
+    }
+
+    /// Downtime of a full restart: savepoint, new TaskManagers started, job restored at `to`.
+    pub fn full_restart_downtime_s(&self, from: &JobConfig, to: &JobConfig) -> f64 {
+        self.savepoint_s(from) + self.tm_start_s + self.restart_s(to)
+    }
+
+    /// Whether `config` can run at all (enough memory per slot to start).
+    pub fn can_run(&self, config: &JobConfig) -> bool {
+        config.memory_per_slot_mb() >= self.min_memory_per_slot_mb
     }
 
     /// One noisy measurement of `config` at `rate`, as a profiling run would record it.
@@ -245,89 +325,5 @@ pub fn standard_normal<R: Rng + ?Sized>(rng: &mut R) -> f64 {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use rand::SeedableRng;
-    use rand::rngs::StdRng;
-
-    use super::*;
-    use crate::models::space::SearchSpace;
-
-    fn example() -> GroundTruth {
-        GroundTruth::from_toml(include_str!("../../testdata/twin.toml")).unwrap()
-    }
-
-    fn config(text: &str) -> JobConfig {
-        text.parse().unwrap()
-    }
-
-    #[test]
-    fn capacity_has_diminishing_returns_gc_and_checkpoint_effects() {
-        let truth = example();
-        let cap = |s: &str| truth.capacity(&config(s));
-        let (p8, p16, p24) = (
-            cap("p=8,slots=1,mem=4g,cpu=1,ckpt=50"),
-            cap("p=16,slots=1,mem=4g,cpu=1,ckpt=50"),
-            cap("p=24,slots=1,mem=4g,cpu=1,ckpt=50"),
-        );
-        assert!(p8 < p16 && p16 < p24);
-        assert!(p24 / p8 < 3.0 && p16 / p8 > p24 / p16);
-        assert!(
-            cap("p=16,slots=4,mem=1g,cpu=2,ckpt=50") < cap("p=16,slots=4,mem=4g,cpu=2,ckpt=50")
-        );
-        assert!(
-            cap("p=16,slots=1,mem=4g,cpu=1,ckpt=10") < cap("p=16,slots=1,mem=4g,cpu=1,ckpt=90")
-        );
-        assert!(
-            cap("p=16,slots=1,mem=4g,cpu=1,ckpt=50") < cap("p=16,slots=1,mem=4g,cpu=3,ckpt=50")
-        );
-    }
-
-    #[test]
-    fn latency_and_recovery_blow_up_near_capacity() {
-        let truth = example();
-        let c = config("p=12,slots=2,mem=2g,cpu=2,ckpt=30");
-        let cap = truth.capacity(&c);
-        let at = |f: f64| truth.outcomes(&c, f * cap);
-        assert!(at(0.9).latency_p95_ms > at(0.3).latency_p95_ms);
-        assert!(at(1.3).latency_p95_ms > 10_000.0);
-        assert!(at(0.9).recovery_s > at(0.3).recovery_s);
-        assert_eq!(at(1.1).recovery_s, RECOVERY_CAP_S);
-        assert_eq!(at(1.1).busy_fraction, 1.0);
-    }
-
-    #[test]
-    fn observations_are_deterministic_per_seed_and_noisy() {
-        let truth = example();
-        let candidates = SearchSpace::default().candidates();
-        let a = truth.sample(
-            &candidates,
-            (1000.0, 40_000.0),
-            20,
-            &mut StdRng::seed_from_u64(7),
-        );
-        let b = truth.sample(
-            &candidates,
-            (1000.0, 40_000.0),
-            20,
-            &mut StdRng::seed_from_u64(7),
-        );
-        let c = truth.sample(
-            &candidates,
-            (1000.0, 40_000.0),
-            20,
-            &mut StdRng::seed_from_u64(8),
-        );
-        assert_eq!(a, b);
-        assert_ne!(a, c);
-        let exact = truth.outcomes(&a[0].config, a[0].rate);
-        assert_ne!(a[0].latency_p95_ms, exact.latency_p95_ms);
-        assert!((a[0].latency_p95_ms / exact.latency_p95_ms).ln().abs() < 0.5);
-    }
-
-    #[test]
-    fn rejects_nonsense_values() {
-        let text = include_str!("../../testdata/twin.toml").replace("noise = 0.08", "noise = -1.0");
-        assert!(GroundTruth::from_toml(&text).is_err());
-    }
-}
+#[path = "truth_tests.rs"]
+mod tests;

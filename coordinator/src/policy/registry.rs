@@ -1,0 +1,59 @@
+//! Policies by name: what `demeter-coordinator simulate --policy NAME` (and later the daemon)
+//! constructs. The one place that knows every policy.
+
+use crate::models::space::{JobConfig, SearchSpace};
+use crate::models::surrogate::Qos;
+use crate::policy::Policy;
+use crate::policy::baselines::{Fixed, Oracle, OracleSettings, Reactive, ReactiveSettings};
+use crate::twin::truth::GroundTruth;
+use crate::{Error, Result};
+
+/// Every policy name, in the order comparisons list them.
+pub const POLICY_NAMES: [&str; 4] = ["static", "reactive", "demeter", "oracle"];
+
+/// What a policy may be built from. `truth` and `rates` are the simulated job's ground truth
+/// and future input: only the oracle may look at them.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyContext<'a> {
+    pub space: &'a SearchSpace,
+    pub qos: Qos,
+    pub seed: u64,
+    /// The static peak default (also the cost reference).
+    pub static_config: JobConfig,
+    pub truth: &'a GroundTruth,
+    pub rates: &'a [f64],
+}
+
+/// Builds the policy called `name`.
+pub fn build(name: &str, ctx: &PolicyContext<'_>) -> Result<Box<dyn Policy>> {
+    match name {
+        "static" => Ok(Box::new(Fixed)),
+        "reactive" => Ok(Box::new(Reactive::new(
+            ctx.space.clone(),
+            ReactiveSettings::default(),
+        ))),
+        "demeter" => demeter_policy(ctx.space, ctx.qos, ctx.seed),
+        "oracle" => Ok(Box::new(Oracle::new(
+            ctx.truth.clone(),
+            ctx.space.clone(),
+            ctx.qos,
+            ctx.rates.to_vec(),
+            ctx.static_config,
+            OracleSettings::default(),
+        ))),
+        other => Err(Error::Policy(format!(
+            "unknown policy {other:?} (known: {})",
+            POLICY_NAMES.join(", ")
+        ))),
+    }
+}
+
+/// THE HOOK for Demeter's own policy (`policy/demeter/`, written on its own branch): replace
+/// this body with its constructor. It sees only what the daemon will have — the search space,
+/// the QoS and a seed — never the twin's truth or future rates.
+pub fn demeter_policy(space: &SearchSpace, qos: Qos, seed: u64) -> Result<Box<dyn Policy>> {
+    let _ = (space, qos, seed);
+    Err(Error::Policy(
+        "the demeter policy is not available yet (hook: policy::registry::demeter_policy)".into(),
+    ))
+}
