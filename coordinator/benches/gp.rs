@@ -3,77 +3,16 @@
 //!
 //! `cargo bench -p demeter-coordinator --bench gp`; `DEMETER_BENCH_QUICK=1` for a short run.
 
+mod gp_workload;
+
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use demeter_coordinator::models::gp::{FitOptions, Gp, ZeroMean};
-use demeter_coordinator::models::mobo::{
-    AcquisitionOptions, AcquisitionProblem, Constraint, EnoughKnownOptions, Objective,
-    enough_known, probability_of_feasibility, select_batch,
-};
+use gp_workload::{D, acquire, enough, grid, hartmann6, memory, outcome, points, posteriors};
+use rand::SeedableRng;
 use rand::rngs::StdRng;
-use rand::{RngExt, SeedableRng};
-
-const D: usize = 6;
-
-/// Hartmann-6, a standard smooth 6-D test function (negated: positive, one dominant peak).
-fn hartmann6(x: &[f64]) -> f64 {
-    const A: [[f64; 6]; 4] = [
-        [10.0, 3.0, 17.0, 3.5, 1.7, 8.0],
-        [0.05, 10.0, 17.0, 0.1, 8.0, 14.0],
-        [3.0, 3.5, 1.7, 10.0, 17.0, 8.0],
-        [17.0, 8.0, 0.05, 10.0, 0.1, 14.0],
-    ];
-    const P: [[f64; 6]; 4] = [
-        [0.1312, 0.1696, 0.5569, 0.0124, 0.8283, 0.5886],
-        [0.2329, 0.4135, 0.8307, 0.3736, 0.1004, 0.9991],
-        [0.2348, 0.1451, 0.3522, 0.2883, 0.3047, 0.6650],
-        [0.4047, 0.8828, 0.8732, 0.5743, 0.1091, 0.0381],
-    ];
-    const ALPHA: [f64; 4] = [1.0, 1.2, 3.0, 3.2];
-    (0..4)
-        .map(|i| {
-            let e: f64 = (0..6).map(|j| A[i][j] * (x[j] - P[i][j]).powi(2)).sum();
-            ALPHA[i] * (-e).exp()
-        })
-        .sum()
-}
-
-/// Outcome `k` of a configuration: shifted and scaled Hartmann plus small noise.
-fn outcome(k: usize, x: &[f64], rng: &mut StdRng) -> f64 {
-    let shifted: Vec<f64> = x.iter().map(|v| (v + 0.1 * k as f64) % 1.0).collect();
-    hartmann6(&shifted) * (1.0 + k as f64) + 0.01 * rng.random_range(-1.0..1.0)
-}
-
-fn points(n: usize, rng: &mut StdRng) -> Vec<Vec<f64>> {
-    (0..n)
-        .map(|_| (0..D).map(|_| rng.random_range(0.0..1.0)).collect())
-        .collect()
-}
-
-/// A 7·5·4·3·2·1 = 840-point lattice, like a grid of (parallelism, slots, memory, CPU, …).
-fn grid() -> Vec<Vec<f64>> {
-    let levels = [7usize, 5, 4, 3, 2, 1];
-    let mut out = vec![vec![]];
-    for &l in &levels {
-        out = out
-            .into_iter()
-            .flat_map(|p: Vec<f64>| {
-                (0..l).map(move |i| {
-                    let mut q = p.clone();
-                    q.push(if l == 1 {
-                        0.5
-                    } else {
-                        i as f64 / (l - 1) as f64
-                    });
-                    q
-                })
-            })
-            .collect();
-    }
-    out
-}
 
 /// CPU time of this thread: the machine is shared with other builds, so wall time overstates
 /// what one core needs.
@@ -105,7 +44,11 @@ fn ms(d: Duration) -> String {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let quick = std::env::var_os("DEMETER_BENCH_QUICK").is_some();
     let reps = if quick { 2 } else { 5 };
-    let sizes: &[usize] = if quick { &[50, 200] } else { &[50, 200, 1000] };
+    let sizes: &[usize] = if quick {
+        &[50, 200]
+    } else {
+        &[50, 200, 500, 1000]
+    };
     let cands = grid();
     let mut rng = StdRng::seed_from_u64(42);
     let options = FitOptions::default();
@@ -168,63 +111,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let ys: Vec<f64> = xs.iter().map(|x| outcome(k, x, &mut rng)).collect();
         gps.push(Gp::fit(&xs, &ys, Arc::new(ZeroMean), &options)?);
     }
-    let memory: Vec<f64> = cands.iter().map(|c| 1.0 + c[1] + 2.0 * c[2]).collect();
-    let thresholds = [1.0, 2.0, 2.5];
+    let memory = memory(&cands);
     let mut phases = [Vec::new(), Vec::new(), Vec::new(), Vec::new()];
-    let mut walls = Vec::new();
     let decisions = if quick { 3 } else { 11 };
     let mut last = None;
     for seed in 0..decisions {
-        let wall = Instant::now();
         let t0 = cpu_now();
-        let mut posts = Vec::new();
-        for gp in &gps {
-            posts.push(gp.posterior(&cands)?);
-        }
+        let posts = posteriors(&gps, &cands);
         let t1 = cpu_now();
-        let cpu = posts.remove(0);
-        let constraints: Vec<Constraint> = posts
-            .into_iter()
-            .zip(thresholds)
-            .map(|(posterior, threshold)| Constraint {
-                posterior,
-                threshold,
-            })
-            .collect();
-        let pof = probability_of_feasibility(&constraints, cands.len());
-        let observed: Vec<Vec<f64>> = (0..20)
-            .map(|i| vec![cpu.mean()[i * 40], memory[i * 40]])
-            .collect();
-        let problem = AcquisitionProblem {
-            objectives: vec![
-                Objective::Modelled(cpu.clone()),
-                Objective::Known(memory.clone()),
-            ],
-            constraints,
-            feasible_observed: observed,
-            reference: vec![10.0, 5.0],
-            excluded: vec![],
-        };
-        let batch = select_batch(
-            problem,
-            4,
-            &AcquisitionOptions {
-                seed,
-                ..Default::default()
-            },
-        )?;
+        let acquired = acquire(posts, &memory, seed);
         let t2 = cpu_now();
-        let costs: Vec<Vec<f64>> = (0..cands.len())
-            .map(|i| vec![cpu.mean()[i], memory[i]])
-            .collect();
-        let enough = enough_known(&costs, &pof, &EnoughKnownOptions::default());
+        let enough = enough(&acquired, &memory);
         let t3 = cpu_now();
         phases[0].push(t1 - t0);
         phases[1].push(t2 - t1);
         phases[2].push(t3 - t2);
         phases[3].push(t3 - t0);
-        walls.push(wall.elapsed());
-        last = Some((batch, enough));
+        last = Some((acquired.batch, enough));
     }
     let [predict, acquire, enough, total] = phases.map(median);
     println!();

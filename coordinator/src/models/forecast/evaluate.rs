@@ -2,7 +2,10 @@
 //! order, and is asked for a forecast every `every_s` after `warmup_s`; each forecast is scored
 //! against the maximum that followed. Nothing is ever fitted on the window being scored.
 
-use super::Forecaster;
+use super::{
+    Forecaster, HoltBaseline, HoltWinters, HoltWintersParams, NaiveRule, SeasonConfig,
+    SeasonalNaive,
+};
 use crate::trace::RatePoint;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -20,6 +23,40 @@ impl Default for EvalConfig {
             warmup_s: 3_600,
         }
     }
+}
+
+/// The baselines the forecaster is compared against, by name, fresh (nothing seen yet).
+/// `horizon_s` and `quantile`: what Holt–Winters calibrates its upper bound for; the others'
+/// upper bound is the point × (1 + [`BASELINE_MARGIN`](super::BASELINE_MARGIN)).
+pub fn baselines(horizon_s: u32, quantile: f64) -> Vec<(&'static str, Box<dyn Forecaster>)> {
+    let season = SeasonConfig::default;
+    vec![
+        (
+            "naive: last value",
+            Box::new(SeasonalNaive::new(None, NaiveRule::LastValue)),
+        ),
+        (
+            "naive: max of last horizon",
+            Box::new(SeasonalNaive::new(None, NaiveRule::WindowMax)),
+        ),
+        (
+            "seasonal naive (detected period)",
+            Box::new(SeasonalNaive::new(Some(season()), NaiveRule::LastValue)),
+        ),
+        (
+            "Holt damped (60-s means)",
+            Box::new(HoltBaseline::default()),
+        ),
+        (
+            "Holt-Winters damped (60-s means)",
+            Box::new(HoltWinters::new(
+                HoltWintersParams::default(),
+                season(),
+                horizon_s,
+                quantile,
+            )),
+        ),
+    ]
 }
 
 /// Scores over all origins. MASE divides the MAE by that of the naive forecast "the maximum of

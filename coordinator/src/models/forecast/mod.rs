@@ -25,6 +25,10 @@
 //! 0.635 / 0.341 vs 0.431 / 0.295 here, on the maximum over the next 10 minutes). It would
 //! also have added rand 0.8 and several other crates to the production tree.
 //!
+//! Baselines (`benches/forecast.rs`): naive (last value, maximum of the last horizon), seasonal
+//! naive, damped Holt, and additive damped Holt–Winters ([`HoltWinters`], period from the same
+//! online detector, upper quantile from its own errors); see [`baselines`].
+//!
 //! Known limits: one seasonal period at a time (the best-correlated), not several as MSTL;
 //! other horizons than the calibrated one get the calibrated margin scaled by √(h / H); after a
 //! gap longer than `reset_after_gap_s` the level models restart and the first forecast comes
@@ -35,18 +39,22 @@ mod bucket;
 mod calibration;
 mod evaluate;
 mod holt;
+mod holt_winters;
 mod horizon;
 mod naive;
 mod online;
+mod period;
 mod season;
 #[cfg(test)]
 mod tests;
 
 pub use bucket::{Bucket, BucketAggregator};
-pub use evaluate::{EvalConfig, Scores, evaluate};
+pub use evaluate::{EvalConfig, Scores, baselines, evaluate};
 pub use holt::{HoltParams, RobustHolt};
+pub use holt_winters::{HoltWinters, HoltWintersParams};
 pub use naive::{BASELINE_MARGIN, HoltBaseline, NaiveRule, SeasonalNaive};
 pub use online::OnlineForecaster;
+pub use period::PeriodTracker;
 pub use season::{CoarseHistory, Season, choose_period, detect_period, seasonal_profile};
 
 use crate::{Error, Result};
@@ -77,6 +85,16 @@ pub trait Forecaster {
     fn observe(&mut self, t_s: u64, rate: f64);
     /// None until the model has seen enough data to say anything.
     fn forecast(&self, horizon_s: u32) -> Option<Forecast>;
+}
+
+impl<F: Forecaster + ?Sized> Forecaster for Box<F> {
+    fn observe(&mut self, t_s: u64, rate: f64) {
+        (**self).observe(t_s, rate);
+    }
+
+    fn forecast(&self, horizon_s: u32) -> Option<Forecast> {
+        (**self).forecast(horizon_s)
+    }
 }
 
 /// Seasonality settings.

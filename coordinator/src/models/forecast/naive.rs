@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 
 use super::holt::{HoltParams, RobustHolt};
-use super::season::{CoarseHistory, choose_period};
+use super::period::PeriodTracker;
 use super::{Forecast, Forecaster, SeasonConfig};
 
 /// Margin of the baselines' upper bound: the previous design's "max of the forecast × 1.10".
@@ -35,11 +35,8 @@ pub enum NaiveRule {
 /// detector could know at that time; before a period is known, a naive rule.
 #[derive(Debug, Clone)]
 pub struct SeasonalNaive {
-    season: Option<SeasonConfig>,
+    periods: Option<PeriodTracker>,
     fallback: NaiveRule,
-    history: CoarseHistory,
-    period_s: Option<u64>,
-    slots_since_refresh: u64,
     /// 1-s rates from `first_t` on (NaN where missing), as long as the longest period + a day.
     rates: VecDeque<f64>,
     first_t: u64,
@@ -49,15 +46,13 @@ pub struct SeasonalNaive {
 impl SeasonalNaive {
     /// `season`: None for a plain naive forecaster.
     pub fn new(season: Option<SeasonConfig>, fallback: NaiveRule) -> Self {
-        let cfg = season.clone().unwrap_or_default();
-        let res = u64::from(cfg.resolution_s.max(1));
+        let max_period_s = season
+            .as_ref()
+            .map_or(SeasonConfig::default().max_period_s, |s| s.max_period_s);
         Self {
-            history: CoarseHistory::new(res, (2 * cfg.max_period_s / res) as usize + 1),
-            capacity: (cfg.max_period_s + 86_400) as usize,
-            season,
+            capacity: (max_period_s + 86_400) as usize,
+            periods: season.map(PeriodTracker::new),
             fallback,
-            period_s: None,
-            slots_since_refresh: 0,
             rates: VecDeque::new(),
             first_t: 0,
         }
@@ -95,30 +90,23 @@ impl Forecaster for SeasonalNaive {
             self.rates.pop_front();
             self.first_t += 1;
         }
-        if let Some(cfg) = &self.season
-            && self.history.push(t_s, rate)
-        {
-            self.slots_since_refresh += 1;
-            if self.slots_since_refresh * u64::from(cfg.resolution_s) >= cfg.refresh_every_s {
-                self.slots_since_refresh = 0;
-                self.period_s = choose_period(&self.history.filled(), cfg)
-                    .map(|lag| lag as u64 * u64::from(cfg.resolution_s));
-            }
+        if let Some(periods) = &mut self.periods {
+            periods.push(t_s, rate);
         }
     }
 
     fn forecast(&self, horizon_s: u32) -> Option<Forecast> {
         let now = (self.first_t + self.rates.len() as u64).checked_sub(1)?;
         let h = u64::from(horizon_s);
-        let seasonal = self
-            .period_s
-            .and_then(|p| self.max_over(now.checked_sub(p)?, now.checked_sub(p)? + h));
+        let period_s = self.periods.as_ref().and_then(PeriodTracker::period_s);
+        let seasonal =
+            period_s.and_then(|p| self.max_over(now.checked_sub(p)?, now.checked_sub(p)? + h));
         let point = match (seasonal, self.fallback) {
             (Some(max), _) => max,
             (None, NaiveRule::LastValue) => self.rate_at(now)?,
             (None, NaiveRule::WindowMax) => self.max_over(now.saturating_sub(h), now)?,
         };
-        Some(baseline_forecast(horizon_s, point, self.period_s))
+        Some(baseline_forecast(horizon_s, point, period_s))
     }
 }
 
