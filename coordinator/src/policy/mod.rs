@@ -7,6 +7,7 @@
 //! is an argument (time since an arbitrary epoch, the same for every call on one policy).
 
 pub mod decision;
+pub mod demeter;
 
 use std::time::Duration;
 

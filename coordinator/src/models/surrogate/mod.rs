@@ -122,12 +122,16 @@ impl Surrogate {
             prior: self.prior,
             physics: self.physics.clone(),
             observations: self.observations.clone(),
-            hyperparameters: self
-                .gps
-                .iter()
-                .map(|gp| gp.as_ref().map(|g| g.hyperparameters().clone()))
-                .collect(),
+            hyperparameters: self.hyperparameters(),
         }
+    }
+
+    /// Per outcome (capacity, latency, recovery); `None` where no GP was fitted.
+    pub fn hyperparameters(&self) -> Vec<Option<Hyperparameters>> {
+        self.gps
+            .iter()
+            .map(|gp| gp.as_ref().map(|g| g.hyperparameters().clone()))
+            .collect()
     }
 
     fn build(
