@@ -9,6 +9,7 @@
 pub mod baselines;
 pub mod decision;
 pub mod registry;
+pub mod demeter;
 
 use std::time::Duration;
 

@@ -197,6 +197,23 @@ impl Gp {
             - 0.5 * n * self.hyper.signal_variance.ln()
     }
 
+    /// The posterior mean alone at one input: `O(n·d)`, no triangular solve. Prior means that
+    /// chain GPs (the surrogate's corrected capacity) call this per candidate.
+    pub fn predict_mean(&self, x: &[f64]) -> Result<f64> {
+        if x.len() != self.dim() {
+            return Err(Error::Model(format!(
+                "GP input has {} dimensions, model has {}",
+                x.len(),
+                self.dim()
+            )));
+        }
+        let kt = self
+            .kernel
+            .cross_scaled(&self.scaled, &self.kernel.scale_rows(&[x]));
+        let w = kt.column(0).dot(&self.alpha);
+        Ok(self.mean_fn.mean(x) + self.hyper.mean_offset + self.hyper.signal_variance.sqrt() * w)
+    }
+
     pub fn predict(&self, x: &[f64]) -> Result<Prediction> {
         Ok(self.predict_batch(&[x])?.get(0))
     }

@@ -221,3 +221,16 @@ fn blocked_cholesky_matches_nalgebra_and_rejects_indefinite() {
     bad[(100, 100)] = -1.0;
     assert!(cholesky_blocked(bad).is_none());
 }
+
+#[test]
+fn mean_only_prediction_agrees_with_the_full_one() {
+    let xs = points(40, 3, 11);
+    let ys: Vec<f64> = xs.iter().map(|x| smooth(x) + x[2]).collect();
+    let mean: Arc<dyn MeanFn> = Arc::new(|x: &[f64]| 0.5 * x[0]);
+    let gp = Gp::new(&xs, &ys, mean, hyper(3)).unwrap();
+    for x in points(20, 3, 12) {
+        let full = gp.predict(&x).unwrap().mean;
+        assert!((gp.predict_mean(&x).unwrap() - full).abs() < 1e-9);
+    }
+    assert!(gp.predict_mean(&[0.1, 0.2]).is_err());
+}

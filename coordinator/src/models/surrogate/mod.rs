@@ -25,6 +25,7 @@ use crate::models::observations::Observation;
 use crate::models::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S, median};
 use crate::models::space::{JobConfig, SearchSpace};
 
+mod joint;
 mod prediction;
 pub use prediction::{ConfigPrediction, Estimate, Qos, feasible_pareto};
 
@@ -121,12 +122,16 @@ impl Surrogate {
             prior: self.prior,
             physics: self.physics.clone(),
             observations: self.observations.clone(),
-            hyperparameters: self
-                .gps
-                .iter()
-                .map(|gp| gp.as_ref().map(|g| g.hyperparameters().clone()))
-                .collect(),
+            hyperparameters: self.hyperparameters(),
         }
+    }
+
+    /// Per outcome (capacity, latency, recovery); `None` where no GP was fitted.
+    pub fn hyperparameters(&self) -> Vec<Option<Hyperparameters>> {
+        self.gps
+            .iter()
+            .map(|gp| gp.as_ref().map(|g| g.hyperparameters().clone()))
+            .collect()
     }
 
     fn build(
@@ -355,8 +360,8 @@ impl CorrectedCapacity {
         let learned = self
             .gp
             .as_ref()
-            .and_then(|gp| gp.predict(x).ok())
-            .map(|p| p.mean.exp());
+            .and_then(|gp| gp.predict_mean(x).ok())
+            .map(f64::exp);
         learned.unwrap_or_else(|| self.physics.capacity(&self.space.denormalise(x).0))
     }
 }

@@ -1,0 +1,328 @@
+//! Candidate scoring and pricing: which configuration to move to, whether the move pays, and
+//! which candidates a profiling batch should measure.
+//!
+//! Cost is one scalar per second: total CPU and total memory, each divided by the safe
+//! default's and weighted, so the safe default costs `cpu_weight + memory_weight`. A change is
+//! priced as the seconds it spends over the latency QoS — the downtime (learned per change
+//! kind) plus the catch-up of the backlog built meanwhile, drained by the new configuration's
+//! spare capacity — at `violation_cost_s` safe-default-seconds each. A saving pays when
+//! `saving per second × expected dwell > change cost`, so an in-place rescale (seconds of
+//! downtime) wins over a restart that saves a little more.
+
+use crate::Result;
+use crate::models::mobo::{
+    AcquisitionOptions, AcquisitionProblem, EnoughKnownOptions, Objective, enough_known,
+    select_batch,
+};
+use crate::models::space::JobConfig;
+use crate::models::surrogate::{ConfigPrediction, Qos, Surrogate};
+use crate::policy::{CandidateNumbers, ChangeKind};
+
+use super::config::DemeterConfig;
+
+/// What the decision knows besides the predictions.
+#[derive(Debug, Clone)]
+pub struct Context<'a> {
+    pub qos: &'a Qos,
+    pub cfg: &'a DemeterConfig,
+    /// Safe default's total CPU cores and memory MB (the cost units).
+    pub reference: (f64, f64),
+    pub current: JobConfig,
+    /// Rate now: what builds the backlog during a change.
+    pub rate_now: f64,
+    /// Seconds a change is down, (in place, full restart).
+    pub downtime_s: (f64, f64),
+}
+
+impl Context<'_> {
+    pub fn cost(&self, config: &JobConfig) -> f64 {
+        self.cfg.cpu_weight * config.total_cpu_cores() / self.reference.0.max(1e-9)
+            + self.cfg.memory_weight * config.total_memory_mb() / self.reference.1.max(1e-9)
+    }
+
+    fn violation_price(&self) -> f64 {
+        self.cfg.violation_cost_s * (self.cfg.cpu_weight + self.cfg.memory_weight)
+    }
+}
+
+/// One candidate's prediction and verdict at the decision rate.
+#[derive(Debug, Clone, Copy)]
+pub struct Scored {
+    pub prediction: ConfigPrediction,
+    pub p_feasible: f64,
+    pub cost: f64,
+    /// Decision rate ÷ predicted median capacity.
+    pub utilisation: f64,
+}
+
+impl Scored {
+    pub fn new(ctx: &Context<'_>, prediction: ConfigPrediction) -> Self {
+        Scored {
+            p_feasible: prediction.p_feasible(ctx.qos),
+            cost: ctx.cost(&prediction.config),
+            utilisation: prediction.rate / prediction.capacity.median().max(1e-9),
+            prediction,
+        }
+    }
+
+    /// Feasible with the policy's confidence and headroom.
+    pub fn acceptable(&self, cfg: &DemeterConfig) -> bool {
+        self.p_feasible >= cfg.confidence && self.utilisation <= cfg.max_utilisation
+    }
+
+    /// P(feasible), zero where the headroom rule already excludes the candidate.
+    pub fn usable_probability(&self, cfg: &DemeterConfig) -> f64 {
+        if self.utilisation <= cfg.max_utilisation {
+            self.p_feasible
+        } else {
+            0.0
+        }
+    }
+
+    pub fn numbers(&self) -> CandidateNumbers {
+        let p = &self.prediction;
+        CandidateNumbers {
+            config: p.config,
+            rate: p.rate,
+            p_feasible: self.p_feasible,
+            latency_p95_ms: p.latency_p95_ms.median(),
+            recovery_s: p.recovery_s.median(),
+            cpu_cores: p.config.total_cpu_cores(),
+            memory_mb: p.config.total_memory_mb(),
+        }
+    }
+}
+
+/// A priced move to one candidate.
+#[derive(Debug, Clone, Copy)]
+pub struct Priced {
+    pub index: usize,
+    pub kind: ChangeKind,
+    /// Cost per second saved (negative: the move costs more to run).
+    pub saving: f64,
+    /// Seconds over the QoS the change is expected to cause, and their price.
+    pub violation_s: f64,
+    pub change_cost: f64,
+    /// Seconds the saving is paid out over (per change kind).
+    pub dwell_s: f64,
+    /// `saving × dwell − change cost`.
+    pub net: f64,
+}
+
+pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored) -> Priced {
+    let to = scored.prediction.config;
+    let kind = ChangeKind::between(&ctx.current, &to);
+    let downtime = match kind {
+        ChangeKind::InPlace => ctx.downtime_s.0,
+        ChangeKind::FullRestart => ctx.downtime_s.1,
+    };
+    let spare = scored.prediction.capacity.median() - ctx.rate_now;
+    let catch_up = if spare > 0.0 {
+        ctx.rate_now * downtime / spare
+    } else {
+        f64::INFINITY
+    };
+    let violation_s = (downtime + catch_up).min(1e6);
+    let change_cost = violation_s * ctx.violation_price();
+    let saving = ctx.cost(&ctx.current) - scored.cost;
+    let dwell = match kind {
+        ChangeKind::InPlace => ctx.cfg.expected_dwell_s,
+        ChangeKind::FullRestart => ctx.cfg.shape_dwell_s,
+    };
+    Priced {
+        index,
+        kind,
+        saving,
+        violation_s,
+        change_cost,
+        dwell_s: dwell as f64,
+        net: saving * dwell as f64 - change_cost,
+    }
+}
+
+/// The move to make, if any, and the best candidate passed over with why.
+#[derive(Debug, Clone)]
+pub struct Verdict {
+    pub chosen: Option<Priced>,
+    pub best_rejected: Option<(usize, String)>,
+}
+
+/// `must_move`: the current configuration is at risk, so the best acceptable candidate is taken
+/// even if it costs more; otherwise only a move that saves enough and pays for itself.
+pub fn best_move(ctx: &Context<'_>, scored: &[Scored], must_move: bool) -> Verdict {
+    let current_cost = ctx.cost(&ctx.current);
+    let mut chosen: Option<Priced> = None;
+    for (i, s) in scored.iter().enumerate() {
+        if s.prediction.config == ctx.current || !s.acceptable(ctx.cfg) {
+            continue;
+        }
+        let priced = price(ctx, i, s);
+        let pays =
+            must_move || (priced.net > 0.0 && priced.saving >= ctx.cfg.min_saving * current_cost);
+        if pays && chosen.is_none_or(|c| priced.net > c.net) {
+            chosen = Some(priced);
+        }
+    }
+    let chosen_cost = chosen.map_or(current_cost, |c| scored[c.index].cost);
+    // The closest call among the cheaper candidates not taken: the likeliest feasible one.
+    let rejected = (0..scored.len())
+        .filter(|&i| chosen.is_none_or(|c| c.index != i))
+        .filter(|&i| scored[i].prediction.config != ctx.current && scored[i].cost < chosen_cost)
+        .max_by(|&a, &b| {
+            let (sa, sb) = (&scored[a], &scored[b]);
+            sa.usable_probability(ctx.cfg)
+                .total_cmp(&sb.usable_probability(ctx.cfg))
+                .then(sb.cost.total_cmp(&sa.cost))
+        });
+    let best_rejected = rejected.map(|i| (i, why_not(ctx, i, &scored[i], current_cost)));
+    Verdict {
+        chosen,
+        best_rejected,
+    }
+}
+
+fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64) -> String {
+    let cfg = ctx.cfg;
+    if s.p_feasible < cfg.confidence {
+        return format!(
+            "P(feasible) {:.2} below confidence {:.2}",
+            s.p_feasible, cfg.confidence
+        );
+    }
+    if s.utilisation > cfg.max_utilisation {
+        return format!(
+            "utilisation {:.2} above {:.2}",
+            s.utilisation, cfg.max_utilisation
+        );
+    }
+    let p = price(ctx, index, s);
+    if p.saving < cfg.min_saving * current_cost {
+        return format!(
+            "saves {:.1} % < {:.1} %",
+            100.0 * p.saving / current_cost.max(1e-9),
+            100.0 * cfg.min_saving
+        );
+    }
+    format!(
+        "{:?} change costs {:.0} (≈{:.0} s over QoS) vs {:.0} saved over the dwell",
+        p.kind,
+        p.change_cost,
+        p.violation_s,
+        p.saving * p.dwell_s
+    )
+}
+
+/// A profiling batch: the candidates to measure and the miss probability that asked for it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Batch {
+    pub configs: Vec<JobConfig>,
+    pub miss_probability: f64,
+}
+
+/// None when enough is known about the candidates that matter: plausible ones (P(feasible)
+/// at least `min_plausible`) that would save at least `min_saving` against the cheapest
+/// acceptable one (or the current one). Otherwise up to `q` of the doubtful ones by EHVI ×
+/// P(feasible) with Kriging-believer diversity, among those worth their profiling run:
+/// P(feasible) × saving × expected dwell must exceed what the copy costs to run
+/// (a value-of-information test), and a copy may use at most `max_copy_cores`.
+pub fn profile_batch(
+    ctx: &Context<'_>,
+    surrogate: &Surrogate,
+    scored: &[Scored],
+    q: usize,
+    max_copy_cores: f64,
+    seed: u64,
+) -> Result<Option<Batch>> {
+    if q == 0 || scored.is_empty() {
+        return Ok(None);
+    }
+    let cfg = ctx.cfg;
+    let best_known = scored
+        .iter()
+        .filter(|s| s.acceptable(cfg))
+        .map(|s| s.cost)
+        .fold(ctx.cost(&ctx.current), f64::min);
+    let bar = best_known * (1.0 - cfg.min_saving);
+    // What matters: the acceptable ones (they bound the choice) and the plausible
+    // cheaper-by-enough ones.
+    let relevant: Vec<usize> = (0..scored.len())
+        .filter(|&i| scored[i].prediction.config != ctx.current)
+        .filter(|&i| {
+            let s = &scored[i];
+            s.acceptable(cfg) || (s.cost <= bar && s.usable_probability(cfg) >= cfg.min_plausible)
+        })
+        .collect();
+    let costs: Vec<Vec<f64>> = relevant
+        .iter()
+        .map(|&i| {
+            let c = &scored[i].prediction.config;
+            vec![c.total_cpu_cores(), c.total_memory_mb()]
+        })
+        .collect();
+    let pof: Vec<f64> = relevant
+        .iter()
+        .map(|&i| scored[i].usable_probability(cfg))
+        .collect();
+    let options = EnoughKnownOptions {
+        confident: cfg.confidence,
+        max_miss_probability: cfg.max_miss_probability,
+    };
+    let verdict = enough_known(&costs, &pof, &options);
+    if verdict.enough {
+        return Ok(None);
+    }
+    let run_s = cfg.profile_run_s as f64;
+    let dwell = cfg.expected_dwell_s as f64;
+    let worth = |k: usize| {
+        let s = &scored[relevant[k]];
+        let value = pof[k] * (best_known - s.cost) * dwell;
+        value >= s.cost * run_s && s.prediction.config.total_cpu_cores() <= max_copy_cores
+    };
+    let allowed: Vec<bool> = {
+        let mut allowed = vec![false; relevant.len()];
+        for &k in &verdict.doubtful {
+            allowed[k] = worth(k);
+        }
+        allowed
+    };
+    if !allowed.contains(&true) {
+        return Ok(None);
+    }
+    let configs: Vec<JobConfig> = relevant
+        .iter()
+        .map(|&i| scored[i].prediction.config)
+        .collect();
+    let rate = scored[relevant[0]].prediction.rate;
+    let constraints = surrogate.constraint_posteriors(&configs, rate, ctx.qos)?;
+    let reference = (0..2)
+        .map(|k| costs.iter().map(|c| c[k]).fold(0.0, f64::max) * 1.1 + 1.0)
+        .collect();
+    let problem = AcquisitionProblem {
+        objectives: vec![
+            Objective::Known(costs.iter().map(|c| c[0]).collect()),
+            Objective::Known(costs.iter().map(|c| c[1]).collect()),
+        ],
+        constraints,
+        feasible_observed: verdict
+            .confident_front
+            .iter()
+            .map(|&i| costs[i].clone())
+            .collect(),
+        reference,
+        excluded: (0..configs.len()).filter(|&i| !allowed[i]).collect(),
+    };
+    let acquisition = AcquisitionOptions {
+        seed,
+        ..AcquisitionOptions::default()
+    };
+    let allowed_count = allowed.iter().filter(|a| **a).count();
+    let picks = select_batch(problem, q.min(allowed_count), &acquisition)?;
+    let chosen: Vec<JobConfig> = picks.iter().map(|c| configs[c.index]).collect();
+    if chosen.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Batch {
+        configs: chosen,
+        miss_probability: verdict.miss_probability,
+    }))
+}

@@ -1,0 +1,196 @@
+//! The knobs of the Demeter policy. Every field has a serde default, so a job registration (or
+//! `simulate --policy-config`) only names what it changes. Defaults are chosen from the method,
+//! not fitted to a trace: see each field's note for the reasoning.
+
+use serde::{Deserialize, Serialize};
+
+use crate::models::space::JobConfig;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DemeterConfig {
+    // --- epochs -------------------------------------------------------------------------------
+    /// Seconds between QoS-risk checks (cheap: one prediction for the current configuration).
+    pub risk_check_every_s: u64,
+    /// Seconds between optimisation epochs (profiling and cost-saving reconfigurations).
+    pub optimise_every_s: u64,
+    /// The first optimisation epoch waits this long after the first tick, so the forecaster
+    /// and the observation memory hold something.
+    pub first_decision_after_s: u64,
+
+    // --- forecast -----------------------------------------------------------------------------
+    /// Horizon of the rate a configuration is chosen for: the maximum over this many seconds
+    /// ahead. It equals the minimum dwell by default: a configuration must be good for as long
+    /// as the policy commits to keep it.
+    pub horizon_s: u32,
+    /// Quantile of that maximum the decision uses (calibrated by the forecaster).
+    pub quantile: f64,
+    /// Horizon of the risk check: how far ahead "violate QoS soon" looks. A reconfiguration
+    /// plus catch-up takes a few minutes, so it has to see at least that far.
+    pub risk_horizon_s: u32,
+
+    // --- feasibility and risk -----------------------------------------------------------------
+    /// P(feasible) a candidate needs before the policy moves production to it.
+    pub confidence: f64,
+    /// Below this P(feasible) at the risk horizon's upper rate, the current configuration is at
+    /// risk and the policy moves now.
+    pub risk_probability: f64,
+    /// Largest utilisation (forecast upper rate ÷ predicted median capacity) a candidate may
+    /// run at: the latency constraint alone allows running at the edge, where one forecast miss
+    /// means a backlog.
+    pub max_utilisation: f64,
+    /// Seconds (out of the last minute, catch-up excluded) with p95 latency over the QoS that
+    /// count as an observed violation.
+    pub violation_seconds: u32,
+
+    // --- cost and hysteresis ------------------------------------------------------------------
+    /// Weights of total CPU and total memory in the scalar cost; each is normalised by the
+    /// safe default's, so the safe default costs `cpu_weight + memory_weight` per second.
+    pub cpu_weight: f64,
+    pub memory_weight: f64,
+    /// Price of one second over the latency QoS, in seconds of running the safe default: what
+    /// a change's downtime and catch-up cost. High, so restarts must pay for themselves.
+    pub violation_cost_s: f64,
+    /// A cost-saving change must save at least this fraction of the current cost per second.
+    pub min_saving: f64,
+    /// No cost-saving change before this many seconds in the current configuration (QoS-risk
+    /// moves are exempt).
+    pub min_dwell_s: u64,
+    /// Expected seconds a new configuration is kept: how long a saving is paid out over.
+    pub expected_dwell_s: u64,
+    /// Expected seconds a TaskManager shape (memory, CPU, slots, checkpoint interval) is kept:
+    /// what a full restart's saving is paid out over. Longer than `expected_dwell_s`, because
+    /// the rescales that follow keep the shape and go in place.
+    pub shape_dwell_s: u64,
+    /// Downtime guesses before the first measurement (seconds); learned from outcomes after.
+    pub initial_restart_downtime_s: f64,
+    pub initial_inplace_downtime_s: f64,
+    /// Minimum seconds between two QoS-risk moves (unless latency is observed over the QoS).
+    pub risk_cooldown_s: u64,
+
+    // --- profiling ----------------------------------------------------------------------------
+    /// Largest number of copies in one profiling batch.
+    pub max_copies: usize,
+    /// Minimum seconds between the starts of two batches.
+    pub min_profile_gap_s: u64,
+    /// How long one profiling copy runs (warm-up, measurement, failure and recovery): what a
+    /// batch is charged against the budget.
+    pub profile_run_s: u64,
+    /// Average profiling CPU allowed, as a fraction of the safe default's cores (0.05: profiling
+    /// may add 5 % of the static deployment's CPU).
+    pub profile_cpu_share: f64,
+    /// Hours of that average the budget may save up (the first batches draw on it).
+    pub profile_burst_h: f64,
+    /// Largest acceptable probability of passing over a cheaper feasible configuration; above
+    /// it the policy profiles (the "enough known?" test).
+    pub max_miss_probability: f64,
+    /// Candidates less likely than this to be feasible count as known infeasible: without a
+    /// floor, hundreds of long shots make "is a cheaper one feasible?" always nearly certain.
+    pub min_plausible: f64,
+
+    // --- observation memory and model -------------------------------------------------------
+    /// Production ticks are aggregated into windows of at most this many seconds.
+    pub window_s: u32,
+    /// A window also closes when the rate moves this far (relative) from its mean.
+    pub window_rate_change: f64,
+    /// Most production windows kept for the model (older, over-represented ones are thinned).
+    pub max_production_observations: usize,
+    /// Most profiling and recovery observations kept (oldest dropped beyond).
+    pub max_profiling_observations: usize,
+    /// Hyperparameters are re-optimised at most this often; in between, new data is
+    /// conditioned on with the last ones (fast).
+    pub full_refit_every_s: u64,
+    /// Random restarts of the hyperparameter search.
+    pub fit_restarts: usize,
+
+    /// Where to go when nothing is known to be feasible; None: the paper's default if the
+    /// space allows it, else the space's largest configuration.
+    pub safe_default: Option<JobConfig>,
+}
+
+impl Default for DemeterConfig {
+    fn default() -> Self {
+        DemeterConfig {
+            risk_check_every_s: 60,
+            optimise_every_s: 600,
+            first_decision_after_s: 180,
+            horizon_s: 3_600,
+            quantile: 0.95,
+            risk_horizon_s: 900,
+            confidence: 0.9,
+            risk_probability: 0.5,
+            max_utilisation: 0.85,
+            violation_seconds: 20,
+            cpu_weight: 0.5,
+            memory_weight: 0.5,
+            violation_cost_s: 20.0,
+            min_saving: 0.08,
+            min_dwell_s: 3_600,
+            expected_dwell_s: 3_600,
+            shape_dwell_s: 4 * 3_600,
+            initial_restart_downtime_s: 30.0,
+            initial_inplace_downtime_s: 5.0,
+            risk_cooldown_s: 300,
+            max_copies: 4,
+            min_profile_gap_s: 900,
+            profile_run_s: 240,
+            profile_cpu_share: 0.05,
+            profile_burst_h: 1.5,
+            max_miss_probability: 0.3,
+            min_plausible: 0.05,
+            window_s: 60,
+            window_rate_change: 0.15,
+            max_production_observations: 300,
+            max_profiling_observations: 150,
+            full_refit_every_s: 3 * 3_600,
+            fit_restarts: 2,
+            safe_default: None,
+        }
+    }
+}
+
+impl DemeterConfig {
+    pub fn validate(&self) -> Result<()> {
+        let fail = |m: &str| Err(Error::Model(format!("demeter config: {m}")));
+        let probability = |p: f64| p > 0.0 && p < 1.0;
+        if self.risk_check_every_s == 0 || self.optimise_every_s == 0 || self.window_s == 0 {
+            return fail("epochs and windows must be positive");
+        }
+        if self.horizon_s < 60 || self.risk_horizon_s < 60 {
+            return fail("horizons must be at least 60 s");
+        }
+        if !(probability(self.quantile)
+            && probability(self.confidence)
+            && probability(self.risk_probability)
+            && probability(self.max_miss_probability)
+            && probability(self.min_plausible))
+        {
+            return fail("quantile and probabilities must lie in (0, 1)");
+        }
+        if !(self.max_utilisation > 0.0 && self.max_utilisation <= 1.0) {
+            return fail("max_utilisation must lie in (0, 1]");
+        }
+        let non_negative = [
+            self.cpu_weight,
+            self.memory_weight,
+            self.violation_cost_s,
+            self.min_saving,
+            self.initial_restart_downtime_s,
+            self.initial_inplace_downtime_s,
+            self.profile_cpu_share,
+            self.profile_burst_h,
+            self.window_rate_change,
+        ];
+        if non_negative.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+            return fail("weights, costs, downtimes and shares must be finite and non-negative");
+        }
+        if self.cpu_weight + self.memory_weight == 0.0 {
+            return fail("cpu_weight + memory_weight must be positive");
+        }
+        if self.max_production_observations < 10 || self.max_profiling_observations < 10 {
+            return fail("keep at least 10 observations of each kind");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,295 @@
+//! Behaviour of the Demeter policy against a small deterministic loop around the twin's ground
+//! truth (not the twin simulator: a second-by-second job with backlog, downtime on changes,
+//! failures, and profiling copies answered from the truth after their run time).
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::*;
+use crate::models::surrogate::Qos;
+use crate::policy::decision::Reason;
+use crate::policy::{Action, JobPhase, JobTick, Policy, ReconfigureOutcome};
+use crate::twin::truth::{GroundTruth, standard_normal};
+
+const QOS: Qos = Qos {
+    latency_p95_ms: 500.0,
+    recovery_s: 180.0,
+};
+const RESTART_S: u64 = 30;
+const IN_PLACE_S: u64 = 5;
+
+fn truth() -> GroundTruth {
+    GroundTruth::from_toml(include_str!("../../../testdata/twin.toml")).unwrap()
+}
+
+/// Smaller memory and cheaper fits: debug-build tests stay quick.
+fn test_config() -> DemeterConfig {
+    DemeterConfig {
+        max_production_observations: 120,
+        max_profiling_observations: 60,
+        fit_restarts: 1,
+        ..DemeterConfig::default()
+    }
+}
+
+#[derive(Debug, Default)]
+struct Run {
+    actions: Vec<(u64, Action)>,
+    over_qos_s: u64,
+    seconds: u64,
+    final_config: Option<JobConfig>,
+}
+
+impl Run {
+    fn reconfigurations(&self) -> usize {
+        self.actions
+            .iter()
+            .filter(|(_, a)| matches!(a, Action::Reconfigure { .. }))
+            .count()
+    }
+}
+
+/// Drives `policy` for `rates.len()` seconds; a failure every `fail_every_s` (0: none).
+fn simulate(policy: &mut DemeterPolicy, rates: &[f64], fail_every_s: u64, seed: u64) -> Run {
+    let truth = truth();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut config = JobConfig::paper_default();
+    let mut backlog = 0.0;
+    let mut down_until = 0u64;
+    let mut pending: Option<(u64, JobConfig, u64)> = None; // (done at, to, downtime)
+    let mut profiles: Vec<(u64, u64, Vec<JobConfig>, f64)> = Vec::new();
+    let mut run = Run::default();
+    for (t, &rate) in rates.iter().enumerate() {
+        let t = t as u64 + 1;
+        let now = Duration::from_secs(t);
+        if fail_every_s > 0 && t % fail_every_s == 0 && t >= down_until {
+            down_until = t + 20;
+        }
+        let down = t < down_until;
+        let capacity = truth.capacity(&config);
+        let tick = if down {
+            backlog += rate;
+            JobTick {
+                phase: JobPhase::Down,
+                config,
+                rate,
+                busy_fraction: None,
+                latency_p95_ms: None,
+                backlog,
+                cpu_cores: 0.0,
+                memory_mb: 0.0,
+            }
+        } else {
+            let processed = capacity.min(backlog + rate);
+            backlog = (backlog + rate - processed).max(0.0);
+            let steady = truth.outcomes(&config, rate);
+            let noise = (truth.noise * standard_normal(&mut rng)).exp();
+            let latency = steady.latency_p95_ms * noise + 1000.0 * backlog / capacity;
+            JobTick {
+                phase: JobPhase::Running,
+                config,
+                rate,
+                busy_fraction: Some((processed / capacity).min(1.0)),
+                latency_p95_ms: Some(latency),
+                backlog,
+                cpu_cores: steady.cpu_cores,
+                memory_mb: steady.memory_mb,
+            }
+        };
+        run.seconds += 1;
+        if tick.latency_p95_ms.is_none_or(|l| l > QOS.latency_p95_ms) {
+            run.over_qos_s += 1;
+        }
+        policy.handle_observation(now, &tick);
+        if let Some((done, to, downtime)) = pending
+            && t >= done
+        {
+            pending = None;
+            config = to;
+            let outcome = ReconfigureOutcome {
+                running: to,
+                succeeded: true,
+                downtime_s: downtime as f64,
+            };
+            policy.handle_reconfigured(now, &outcome);
+        }
+        let due: Vec<_> = profiles.iter().filter(|p| p.1 <= t).cloned().collect();
+        profiles.retain(|p| p.1 > t);
+        for (batch, _, candidates, rate) in due {
+            let results: Vec<_> = candidates
+                .iter()
+                .map(|c| truth.observe(c, rate, &mut rng))
+                .collect();
+            policy.handle_profile_results(now, batch, &results);
+        }
+        while policy.poll_timeout().is_some_and(|d| d <= now) {
+            policy.handle_timeout(now);
+        }
+        while let Some(action) = policy.poll_action() {
+            match &action {
+                Action::Reconfigure { to, kind, .. } => {
+                    let downtime = match kind {
+                        ChangeKind::InPlace => IN_PLACE_S,
+                        ChangeKind::FullRestart => RESTART_S,
+                    };
+                    down_until = t + 1 + downtime;
+                    pending = Some((down_until, *to, downtime));
+                }
+                Action::Profile {
+                    batch,
+                    candidates,
+                    rate,
+                    ..
+                } => profiles.push((*batch, t + 240, candidates.clone(), *rate)),
+            }
+            run.actions.push((t, action));
+        }
+    }
+    run.final_config = Some(config);
+    run
+}
+
+fn policy(seed: u64) -> DemeterPolicy {
+    demeter_policy(SearchSpace::default(), QOS, test_config(), seed).unwrap()
+}
+
+/// A steady rate with ±`noise` relative jitter, deterministic.
+fn noisy(rate: f64, seconds: usize, noise: f64, seed: u64) -> Vec<f64> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..seconds)
+        .map(|_| rate * (1.0 + noise * standard_normal(&mut rng)).max(0.1))
+        .collect()
+}
+
+fn cost_share(config: &JobConfig) -> (f64, f64) {
+    let safe = JobConfig::paper_default();
+    (
+        config.total_cpu_cores() / safe.total_cpu_cores(),
+        config.total_memory_mb() / safe.total_memory_mb(),
+    )
+}
+
+#[test]
+fn starts_by_profiling_when_nothing_is_known() {
+    let mut p = policy(1);
+    let run = simulate(&mut p, &noisy(12_000.0, 900, 0.03, 1), 0, 1);
+    let (at, first) = run.actions.first().expect("an action within 15 minutes");
+    let Action::Profile {
+        candidates,
+        rate,
+        decision,
+        ..
+    } = first
+    else {
+        panic!("first action should profile, got {first:?}");
+    };
+    assert!(*at <= 300, "first epoch is early, got t = {at}");
+    assert!(!candidates.is_empty() && candidates.len() <= test_config().max_copies);
+    assert!(matches!(decision.reason, Reason::ProfileUncertain { .. }));
+    let forecast = decision.forecast.unwrap();
+    assert!(*rate >= 12_000.0 && forecast.upper_max >= forecast.point_max);
+    let safe = JobConfig::paper_default();
+    assert!(
+        candidates
+            .iter()
+            .all(|c| cost_share(c).0 < 1.0 || cost_share(c).1 < 1.0),
+        "profiles candidates that could be cheaper than {safe}"
+    );
+}
+
+#[test]
+fn converges_to_a_cheap_feasible_configuration_and_keeps_every_decision_explained() {
+    let mut p = policy(2);
+    let rate = 12_000.0;
+    let run = simulate(&mut p, &noisy(rate, 4 * 3_600, 0.05, 2), 2_700, 2);
+    let last = run.final_config.unwrap();
+    let (cpu, memory) = cost_share(&last);
+    assert!(
+        cpu < 0.7 && memory < 0.7,
+        "still expensive: {last} ({cpu:.2}, {memory:.2})"
+    );
+    let truth = truth().outcomes(&last, rate * 1.1);
+    assert!(
+        truth.latency_p95_ms <= QOS.latency_p95_ms,
+        "{last}: {truth:?}"
+    );
+    assert!(
+        run.over_qos_s as f64 <= 0.03 * run.seconds as f64,
+        "{} s over QoS",
+        run.over_qos_s
+    );
+    for (_, action) in &run.actions {
+        let decision = match action {
+            Action::Reconfigure { decision, .. } | Action::Profile { decision, .. } => decision,
+        };
+        assert!(decision.forecast.is_some(), "{decision:?}");
+        assert!(decision.chosen.is_some(), "{decision:?}");
+        if let Action::Reconfigure { to, .. } = action {
+            assert_eq!(decision.chosen.unwrap().config, *to);
+        }
+    }
+    assert!(
+        run.actions.iter().any(|(_, a)| matches!(a, Action::Reconfigure { decision, .. } if decision.best_rejected.is_some())),
+        "a cost-saving move names the best candidate it passed over"
+    );
+}
+
+fn describe(run: &Run) -> String {
+    let mut out = String::new();
+    for (t, a) in &run.actions {
+        match a {
+            Action::Reconfigure { to, kind, decision } => out.push_str(&format!(
+                "t={t} reconfigure {to} {kind:?} {:?} fc={:?} chosen={:?} rejected={:?}\n",
+                decision.reason, decision.forecast, decision.chosen, decision.best_rejected
+            )),
+            Action::Profile {
+                candidates,
+                rate,
+                decision,
+                ..
+            } => out.push_str(&format!(
+                "t={t} profile {} at {rate:.0}: {:?} {:?}\n",
+                candidates
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                decision.reason,
+                decision.best_rejected.as_ref().map(|r| r.0.config)
+            )),
+        }
+    }
+    out.push_str(&format!(
+        "over QoS {} of {} s, final {:?}\n",
+        run.over_qos_s, run.seconds, run.final_config
+    ));
+    out
+}
+
+#[test]
+#[ignore = "prints a run for inspection"]
+fn print_a_run() {
+    let mut p = policy(2);
+    let run = simulate(&mut p, &noisy(12_000.0, 4 * 3_600, 0.05, 2), 2_700, 2);
+    eprintln!("{}", describe(&run));
+}
+
+#[test]
+#[ignore = "prints true outcomes for inspection"]
+fn print_truth() {
+    let t = truth();
+    for c in [
+        "p=20,slots=1,mem=1024m,cpu=1,ckpt=10s",
+        "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s",
+        "p=12,slots=2,mem=3072m,cpu=1,ckpt=30s",
+        "p=16,slots=2,mem=3072m,cpu=1,ckpt=30s",
+    ] {
+        let c: JobConfig = c.parse().unwrap();
+        for r in [10_000.0, 14_000.0, 20_000.0, 30_000.0] {
+            eprintln!("{c} @ {r}: {:?}", t.outcomes(&c, r));
+        }
+    }
+}
