@@ -46,8 +46,12 @@ pub struct Oracle {
     candidates: Vec<JobConfig>,
     current: Option<JobConfig>,
     changing: bool,
-    /// Down or catching up: a change now would stack its downtime on the recovery.
+    /// Down, or catching up with a shrinking backlog: a change now would stack its downtime on
+    /// the recovery.
     recovering: bool,
+    /// Behind (a backlog) but not draining it: overloaded, unless it just restarted.
+    behind: bool,
+    previous_backlog: f64,
     /// Since when a decision waits for a recovery (bounded: an overloaded job never drains).
     postponed_since: Option<Duration>,
     next_decision: Duration,
@@ -80,6 +84,8 @@ impl Oracle {
             current: None,
             changing: false,
             recovering: false,
+            behind: false,
+            previous_backlog: 0.0,
             postponed_since: None,
             next_decision: Duration::ZERO,
             last_forecast: None,
@@ -256,7 +262,10 @@ impl Policy for Oracle {
         if self.current.is_none() {
             self.current = Some(tick.config);
         }
-        self.recovering = tick.phase == JobPhase::Down || tick.backlog > 0.0;
+        let draining = tick.backlog > 0.0 && tick.backlog < self.previous_backlog;
+        self.recovering = tick.phase == JobPhase::Down || draining;
+        self.behind = tick.backlog > 0.0 && !draining;
+        self.previous_backlog = tick.backlog;
     }
 
     fn handle_profile_results(&mut self, _now: Duration, _batch: u64, _results: &[Observation]) {}
@@ -269,9 +278,9 @@ impl Policy for Oracle {
     fn handle_timeout(&mut self, now: Duration) {
         let since = *self.postponed_since.get_or_insert(now);
         let waited_enough = now.saturating_sub(since).as_secs_f64() >= self.qos.recovery_s;
-        if self.changing || (self.recovering && !waited_enough) {
-            // Decide once the job is back to steady processing — or, if it does not drain
-            // within the recovery QoS, because it is overloaded: then a change is due anyway.
+        if self.changing || self.recovering || (self.behind && !waited_enough) {
+            // Decide once the job is back to steady processing — or, when a backlog has not
+            // shrunk for the recovery QoS, because it is overloaded: a change is due anyway.
             self.next_decision = now + RETRY;
             return;
         }
