@@ -7,6 +7,7 @@ pub mod executor;
 pub mod flink;
 pub mod ingest;
 pub mod models;
+pub mod observe;
 pub mod policy;
 pub mod store;
 pub mod trace;
