@@ -75,7 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_profiling_observations: n,
             max_production_observations: 10,
             // Only the timed epochs may act; keep the policy where it is.
-            min_dwell_s: 1_000_000,
+            min_saving: 10.0,
             max_copies: 0,
             ..DemeterConfig::default()
         };
@@ -89,14 +89,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let full = next_epoch(&mut policy, &truth, &mut t, production);
         let mut risks = Vec::new();
         let mut conditioned = Vec::new();
-        for _ in 0..12 {
+        for _ in 0..25 {
             // New data since the last epoch, so the next one conditions on it.
             let extra = truth.sample(&candidates, (4_000.0, 30_000.0), 1, &mut rng);
             policy.handle_profile_results(Duration::from_secs(t), 0, &extra);
             let before = policy.poll_timeout().map(|d| d.as_secs());
             let ms = next_epoch(&mut policy, &truth, &mut t, production);
             // Optimisation epochs come every 600 s, risk checks every 60 s in between.
-            if before.is_some_and(|d| d % 600 == 180 % 600) {
+            if before.is_some_and(|d| d % 600 == 180) {
                 conditioned.push(ms);
             } else {
                 risks.push(ms);

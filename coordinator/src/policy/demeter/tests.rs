@@ -67,7 +67,7 @@ fn simulate(policy: &mut DemeterPolicy, rates: &[f64], fail_every_s: u64, seed: 
     for (t, &rate) in rates.iter().enumerate() {
         let t = t as u64 + 1;
         let now = Duration::from_secs(t);
-        if fail_every_s > 0 && t % fail_every_s == 0 && t >= down_until {
+        if fail_every_s > 0 && t.is_multiple_of(fail_every_s) && t >= down_until {
             down_until = t + 20;
         }
         let down = t < down_until;
