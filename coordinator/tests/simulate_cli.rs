@@ -47,17 +47,16 @@ fn all_policies_on_a_trace_slice_with_timeline_and_decisions() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    for policy in ["static", "reactive", "oracle"] {
+    for policy in ["static", "reactive", "demeter", "oracle"] {
         assert!(
             stdout.lines().any(|l| l.starts_with(policy)),
             "no row for {policy}:\n{stdout}"
         );
     }
-    assert!(stderr.contains("skipping demeter"), "{stderr}");
     let static_row = stdout.lines().find(|l| l.starts_with("static")).unwrap();
     assert!(static_row.contains("1.000  1.000  1.000"), "{static_row}");
 
-    // 90 min at 10 s per row, three policies, one header.
+    // 90 min at 10 s per row, four policies, one header.
     let text = std::fs::read_to_string(&timeline).unwrap();
     let mut lines = text.lines();
     assert!(
@@ -66,7 +65,7 @@ fn all_policies_on_a_trace_slice_with_timeline_and_decisions() {
             .unwrap()
             .starts_with("policy,t_s,rate,config,phase")
     );
-    assert_eq!(lines.count(), 3 * 540);
+    assert_eq!(lines.count(), 4 * 540);
     assert!(text.contains(",failed,"), "failures show in the timeline");
 
     let log = std::fs::read_to_string(&decisions).unwrap();
@@ -88,7 +87,7 @@ fn all_policies_on_a_trace_slice_with_timeline_and_decisions() {
 }
 
 #[test]
-fn json_summaries_and_the_demeter_hook() {
+fn json_summaries_demeter_and_unknown_policies() {
     let out = simulate(&["--policy", "oracle", "--duration", "30m", "--json"]);
     assert!(out.status.success());
     let summary: serde_json::Value =
@@ -97,10 +96,16 @@ fn json_summaries_and_the_demeter_hook() {
     assert_eq!(summary["seconds"], 1800);
     assert!(summary["cost"].as_f64().unwrap() < 1.0);
 
-    let out = simulate(&["--policy", "demeter", "--duration", "10m"]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("not available yet"), "{stderr}");
+    let out = simulate(&["--policy", "demeter", "--duration", "30m", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
+    assert_eq!(summary["policy"], "demeter");
+    assert_eq!(summary["seconds"], 1800);
 
     let out = simulate(&["--policy", "nonsense", "--duration", "10m"]);
     assert!(!out.status.success());

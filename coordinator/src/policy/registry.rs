@@ -48,12 +48,14 @@ pub fn build(name: &str, ctx: &PolicyContext<'_>) -> Result<Box<dyn Policy>> {
     }
 }
 
-/// THE HOOK for Demeter's own policy (`policy/demeter/`, written on its own branch): replace
-/// this body with its constructor. It sees only what the daemon will have — the search space,
-/// the QoS and a seed — never the twin's truth or future rates.
+/// Demeter's own policy. It sees only what the daemon will have — the search space, the QoS and
+/// a seed — never the twin's truth or future rates.
 pub fn demeter_policy(space: &SearchSpace, qos: Qos, seed: u64) -> Result<Box<dyn Policy>> {
-    let _ = (space, qos, seed);
-    Err(Error::Policy(
-        "the demeter policy is not available yet (hook: policy::registry::demeter_policy)".into(),
-    ))
+    let policy = crate::policy::demeter::demeter_policy(
+        space.clone(),
+        qos,
+        crate::policy::demeter::DemeterConfig::default(),
+        seed,
+    )?;
+    Ok(Box::new(policy))
 }

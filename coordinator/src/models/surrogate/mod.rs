@@ -25,7 +25,6 @@ use crate::models::observations::Observation;
 use crate::models::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S, median};
 use crate::models::space::{JobConfig, SearchSpace};
 
-mod joint;
 mod prediction;
 pub use prediction::{ConfigPrediction, Estimate, Qos, feasible_pareto};
 

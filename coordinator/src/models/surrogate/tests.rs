@@ -143,23 +143,3 @@ fn pareto_keeps_only_feasible_undominated_configs() {
     assert_eq!(front[0].total_cpu_cores(), 4.0);
     assert_eq!(front[1].total_memory_mb(), 2048.0);
 }
-
-#[test]
-fn constraint_posteriors_match_the_marginal_predictions() {
-    let (space, observations) = training(30, 5);
-    let model =
-        Surrogate::fit(&space, &observations, PriorMean::Physics, &quick_options()).unwrap();
-    let configs: Vec<JobConfig> = space.candidates().into_iter().step_by(97).collect();
-    let rate = 15_000.0;
-    let marginals = model.predict_many(&configs, rate).unwrap();
-    let constraints = model.constraint_posteriors(&configs, rate, &QOS).unwrap();
-    assert_eq!(constraints.len(), 2);
-    assert!((constraints[0].threshold - QOS.latency_p95_ms.ln()).abs() < 1e-12);
-    for (i, p) in marginals.iter().enumerate() {
-        let latency = &constraints[0].posterior;
-        assert!((latency.mean()[i] - p.latency_p95_ms.log_mean).abs() < 1e-9);
-        assert!((latency.variance()[i].sqrt() - p.latency_p95_ms.log_sd).abs() < 1e-9);
-        let both = constraints[0].probability(i) * constraints[1].probability(i);
-        assert!((both - p.p_feasible(&QOS)).abs() < 1e-9);
-    }
-}

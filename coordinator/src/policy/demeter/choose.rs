@@ -10,15 +10,19 @@
 //! downtime) wins over a restart that saves a little more.
 
 use crate::Result;
-use crate::models::mobo::{
-    AcquisitionOptions, AcquisitionProblem, EnoughKnownOptions, Objective, enough_known,
-    select_batch,
-};
+use crate::models::mobo::{EnoughKnownOptions, enough_known};
 use crate::models::space::JobConfig;
-use crate::models::surrogate::{ConfigPrediction, Qos, Surrogate};
+use crate::models::surrogate::{ConfigPrediction, Qos};
 use crate::policy::{CandidateNumbers, ChangeKind};
 
 use super::config::DemeterConfig;
+use super::memory::{Shape, shape_of};
+use std::collections::HashSet;
+
+/// Headroom is judged on capacity this many standard deviations below its median: where the
+/// model is unsure of a configuration's capacity (an unmeasured parallelism or interval), it
+/// must show more headroom.
+const CAPACITY_SIGMA: f64 = 1.0;
 
 /// What the decision knows besides the predictions.
 #[derive(Debug, Clone)]
@@ -32,6 +36,8 @@ pub struct Context<'a> {
     pub rate_now: f64,
     /// Seconds a change is down, (in place, full restart).
     pub downtime_s: (f64, f64),
+    /// Shapes production or profiling has measured.
+    pub measured: &'a HashSet<Shape>,
 }
 
 impl Context<'_> {
@@ -51,8 +57,10 @@ pub struct Scored {
     pub prediction: ConfigPrediction,
     pub p_feasible: f64,
     pub cost: f64,
-    /// Decision rate ÷ predicted median capacity.
+    /// Decision rate ÷ predicted capacity (one standard deviation below the median).
     pub utilisation: f64,
+    /// Its shape was measured: the model then only extrapolates along the parallelism.
+    pub measured: bool,
 }
 
 impl Scored {
@@ -60,22 +68,29 @@ impl Scored {
         Scored {
             p_feasible: prediction.p_feasible(ctx.qos),
             cost: ctx.cost(&prediction.config),
-            utilisation: prediction.rate / prediction.capacity.median().max(1e-9),
+            utilisation: prediction.rate / prediction.capacity.at_sigma(-CAPACITY_SIGMA).max(1e-9),
+            measured: ctx.measured.contains(&shape_of(&prediction.config)),
             prediction,
         }
     }
 
-    /// Feasible with the policy's confidence and headroom.
+    /// Feasible with the policy's confidence and headroom, and of a measured shape (when the
+    /// configuration asks for it).
     pub fn acceptable(&self, cfg: &DemeterConfig) -> bool {
-        self.p_feasible >= cfg.confidence && self.utilisation <= cfg.max_utilisation
+        self.usable_probability(cfg) >= cfg.confidence
     }
 
-    /// P(feasible), zero where the headroom rule already excludes the candidate.
+    /// P(feasible) as the decision may use it: zero where the headroom rule excludes the
+    /// candidate; for an unmeasured shape, never quite confident — the surrogate extrapolates
+    /// across shapes from a few scalars, and confounded effects (CPU vs memory per slot) make
+    /// that extrapolation overconfident; profiling is what makes a shape trusted.
     pub fn usable_probability(&self, cfg: &DemeterConfig) -> f64 {
-        if self.utilisation <= cfg.max_utilisation {
-            self.p_feasible
-        } else {
+        if self.utilisation > cfg.max_utilisation {
             0.0
+        } else if cfg.require_measured_shape && !self.measured {
+            self.p_feasible.min(0.99 * cfg.confidence)
+        } else {
+            self.p_feasible
         }
     }
 
@@ -183,6 +198,9 @@ pub fn best_move(ctx: &Context<'_>, scored: &[Scored], must_move: bool) -> Verdi
 
 fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64) -> String {
     let cfg = ctx.cfg;
+    if cfg.require_measured_shape && !s.measured && s.p_feasible >= cfg.confidence {
+        return "shape not measured yet".into();
+    }
     if s.p_feasible < cfg.confidence {
         return format!(
             "P(feasible) {:.2} below confidence {:.2}",
@@ -203,6 +221,9 @@ fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64) -> St
             100.0 * cfg.min_saving
         );
     }
+    if p.net > 0.0 {
+        return format!("pays (net {:.0}) but another move pays more", p.net);
+    }
     format!(
         "{:?} change costs {:.0} (≈{:.0} s over QoS) vs {:.0} saved over the dwell",
         p.kind,
@@ -221,17 +242,19 @@ pub struct Batch {
 
 /// None when enough is known about the candidates that matter: plausible ones (P(feasible)
 /// at least `min_plausible`) that would save at least `min_saving` against the cheapest
-/// acceptable one (or the current one). Otherwise up to `q` of the doubtful ones by EHVI ×
-/// P(feasible) with Kriging-believer diversity, among those worth their profiling run:
-/// P(feasible) × saving × expected dwell must exceed what the copy costs to run
-/// (a value-of-information test), and a copy may use at most `max_copy_cores`.
+/// acceptable one (or the current one). Otherwise up to `q` doubtful ones of distinct shapes,
+/// best expected net saving first, among those worth their profiling run (P(feasible) ×
+/// saving × expected dwell above what the copy costs to run: a value-of-information test)
+/// and using at most `max_copy_cores`.
+///
+/// Why not EHVI × P(feasible) here: with both objectives known exactly, EHVI rewards area
+/// on the cost plane, so the cheapest long shots win a batch; the policy decides on one scalar
+/// cost, and for a scalar the constrained expected improvement is the textbook acquisition.
 pub fn profile_batch(
     ctx: &Context<'_>,
-    surrogate: &Surrogate,
     scored: &[Scored],
     q: usize,
     max_copy_cores: f64,
-    seed: u64,
 ) -> Result<Option<Batch>> {
     if q == 0 || scored.is_empty() {
         return Ok(None);
@@ -271,58 +294,36 @@ pub fn profile_batch(
     if verdict.enough {
         return Ok(None);
     }
+    // Constrained expected improvement of the scalar cost (P(feasible) × saving over the
+    // dwell), net of what the copy costs to run; one candidate per TaskManager shape (slots,
+    // memory, CPU) so one batch explores several.
     let run_s = cfg.profile_run_s as f64;
     let dwell = cfg.expected_dwell_s as f64;
-    let worth = |k: usize| {
-        let s = &scored[relevant[k]];
-        let value = pof[k] * (best_known - s.cost) * dwell;
-        value >= s.cost * run_s && s.prediction.config.total_cpu_cores() <= max_copy_cores
-    };
-    let allowed: Vec<bool> = {
-        let mut allowed = vec![false; relevant.len()];
-        for &k in &verdict.doubtful {
-            allowed[k] = worth(k);
-        }
-        allowed
-    };
-    if !allowed.contains(&true) {
-        return Ok(None);
-    }
-    let configs: Vec<JobConfig> = relevant
+    let mut ranked: Vec<(f64, usize)> = verdict
+        .doubtful
         .iter()
-        .map(|&i| scored[i].prediction.config)
+        .map(|&k| {
+            let s = &scored[relevant[k]];
+            let value = pof[k] * (best_known - s.cost) * dwell - s.cost * run_s;
+            (value, relevant[k])
+        })
+        .filter(|&(value, i)| {
+            value > 0.0 && scored[i].prediction.config.total_cpu_cores() <= max_copy_cores
+        })
         .collect();
-    let rate = scored[relevant[0]].prediction.rate;
-    let constraints = surrogate.constraint_posteriors(&configs, rate, ctx.qos)?;
-    let reference = (0..2)
-        .map(|k| costs.iter().map(|c| c[k]).fold(0.0, f64::max) * 1.1 + 1.0)
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut shapes = HashSet::new();
+    let configs: Vec<JobConfig> = ranked
+        .into_iter()
+        .map(|(_, i)| scored[i].prediction.config)
+        .filter(|c| shapes.insert((c.slots_per_tm, c.tm_memory_mb, c.tm_cpu_millis)))
+        .take(q)
         .collect();
-    let problem = AcquisitionProblem {
-        objectives: vec![
-            Objective::Known(costs.iter().map(|c| c[0]).collect()),
-            Objective::Known(costs.iter().map(|c| c[1]).collect()),
-        ],
-        constraints,
-        feasible_observed: verdict
-            .confident_front
-            .iter()
-            .map(|&i| costs[i].clone())
-            .collect(),
-        reference,
-        excluded: (0..configs.len()).filter(|&i| !allowed[i]).collect(),
-    };
-    let acquisition = AcquisitionOptions {
-        seed,
-        ..AcquisitionOptions::default()
-    };
-    let allowed_count = allowed.iter().filter(|a| **a).count();
-    let picks = select_batch(problem, q.min(allowed_count), &acquisition)?;
-    let chosen: Vec<JobConfig> = picks.iter().map(|c| configs[c.index]).collect();
-    if chosen.is_empty() {
+    if configs.is_empty() {
         return Ok(None);
     }
     Ok(Some(Batch {
-        configs: chosen,
+        configs,
         miss_probability: verdict.miss_probability,
     }))
 }

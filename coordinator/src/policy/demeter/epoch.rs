@@ -47,6 +47,7 @@ impl DemeterPolicy {
             current,
             rate_now: self.rate_now,
             downtime_s: self.downtime_s,
+            measured: self.memory.measured_shapes(),
         }
     }
 
@@ -121,16 +122,22 @@ impl DemeterPolicy {
     /// long horizon, at any cost; the safe default when none is acceptable.
     fn move_now(&mut self, now: Duration, current: JobConfig, p_current: f64) -> Result<()> {
         let now_s = now.as_secs_f64();
-        let (long_rate, long) = self.decision_rate(self.cfg.horizon_s);
-        let (risk_rate, _) = self.decision_rate(self.cfg.risk_horizon_s);
-        let rate = long_rate.max(risk_rate);
-        let forecast = ForecastSummary {
-            upper_max: rate,
-            ..long
+        // Good for the long horizon if possible; else at least for the risk horizon (a trend
+        // extrapolated over an hour can ask for more than any configuration has).
+        let mut attempt = None;
+        for horizon in [self.cfg.horizon_s, self.cfg.risk_horizon_s] {
+            let (rate, forecast) = self.decision_rate(horizon);
+            let scored = self.score_all(current, rate)?;
+            let verdict = best_move(&self.context(current), &scored, true);
+            let found = verdict.chosen.is_some();
+            attempt = Some((forecast, scored, verdict));
+            if found {
+                break;
+            }
+        }
+        let Some((forecast, scored, verdict)) = attempt else {
+            return Ok(());
         };
-        let scored = self.score_all(current, rate)?;
-        let ctx = self.context(current);
-        let verdict = best_move(&ctx, &scored, true);
         let rejected = verdict
             .best_rejected
             .map(|(i, why)| (scored[i].numbers(), why));
@@ -248,16 +255,12 @@ impl DemeterPolicy {
             return Ok(false);
         }
         let mut available = self.budget.available(now_s);
-        let Some(surrogate) = self.model.surrogate() else {
-            return Ok(false);
-        };
         let ctx = self.context(current);
-        let seed = self.seed.wrapping_add(self.batches);
         let run_s = self.cfg.profile_run_s as f64;
         // A copy may take its share of what the budget holds, so a batch has several copies.
         let per_copy = available / (self.cfg.max_copies as f64 * run_s);
         let q = self.cfg.max_copies;
-        let Some(batch) = profile_batch(&ctx, surrogate, scored, q, per_copy, seed)? else {
+        let Some(batch) = profile_batch(&ctx, scored, q, per_copy)? else {
             return Ok(false);
         };
         // Keep the picks (best first) the budget can pay for.

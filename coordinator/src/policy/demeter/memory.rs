@@ -8,7 +8,7 @@
 //! its oldest. Profiling and recovery observations (they carry recovery times, which
 //! production rarely does) are kept apart and only dropped oldest-first beyond their own cap.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 
 use crate::models::observations::Observation;
 use crate::models::space::JobConfig;
@@ -75,6 +75,23 @@ struct Entry {
     cell: (JobConfig, u32),
 }
 
+/// What a rescale in place keeps: slots, memory and CPU per TaskManager, and the checkpoint
+/// interval. The policy trusts the surrogate along the parallelism of a measured shape (the
+/// physics of scaling is the best-known part), not across shapes: per-slot resources and the
+/// checkpoint interval interact in ways a few prior scalars cannot pin down without a
+/// measurement (in tests, confounded CPU and memory effects and an underestimated checkpoint
+/// cost made unmeasured shapes look confidently feasible).
+pub type Shape = (u32, u32, u32, u32);
+
+pub fn shape_of(config: &JobConfig) -> Shape {
+    (
+        config.slots_per_tm,
+        config.tm_memory_mb,
+        config.tm_cpu_millis,
+        config.checkpoint_interval_s,
+    )
+}
+
 /// Bounded, aggregated observations.
 #[derive(Debug, Clone)]
 pub struct Memory {
@@ -88,6 +105,8 @@ pub struct Memory {
     profiling: VecDeque<Observation>,
     /// Latest (latency, busy) per configuration: what a recovery measurement is paired with.
     latest: HashMap<JobConfig, (f64, Option<f64>)>,
+    /// Shapes ever measured (kept when their observations are thinned away).
+    measured: HashSet<Shape>,
     changed: bool,
 }
 
@@ -109,6 +128,7 @@ impl Memory {
             production: Vec::new(),
             profiling: VecDeque::new(),
             latest: HashMap::new(),
+            measured: HashSet::new(),
             changed: false,
         }
     }
@@ -160,6 +180,7 @@ impl Memory {
     fn insert_production(&mut self, observation: Observation, at_s: f64) {
         let band = (observation.rate / self.band_width).floor().max(0.0) as u32;
         let cell = (observation.config, band);
+        self.measured.insert(shape_of(&observation.config));
         let entry = Entry {
             observation,
             at_s,
@@ -215,6 +236,7 @@ impl Memory {
             if !(o.rate.is_finite() && o.latency_p95_ms.is_finite() && o.latency_p95_ms > 0.0) {
                 continue;
             }
+            self.measured.insert(shape_of(&o.config));
             self.profiling.push_back(*o);
             self.changed = true;
         }
@@ -226,6 +248,10 @@ impl Memory {
     /// The newest window's latency and busy fraction of `config`, if any.
     pub fn latest_of(&self, config: &JobConfig) -> Option<(f64, Option<f64>)> {
         self.latest.get(config).copied()
+    }
+
+    pub fn measured_shapes(&self) -> &HashSet<Shape> {
+        &self.measured
     }
 
     /// Everything the model should be fitted on, production first.

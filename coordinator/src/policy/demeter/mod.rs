@@ -71,7 +71,6 @@ pub struct DemeterPolicy {
     candidates: Vec<JobConfig>,
     qos: Qos,
     cfg: DemeterConfig,
-    seed: u64,
     safe: JobConfig,
     /// Safe default's total CPU cores and memory MB: the cost units.
     reference: (f64, f64),
@@ -139,7 +138,6 @@ impl DemeterPolicy {
             ),
             candidates,
             qos,
-            seed,
             safe,
             reference,
             forecaster,

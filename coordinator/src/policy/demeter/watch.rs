@@ -17,6 +17,9 @@ const CAUGHT_UP_S: f64 = 2.0;
 const MAX_SETTLE_S: f64 = 900.0;
 /// The backlog "grows" when it rose by this fraction of a minute's input over the last minute.
 const GROWTH_FRACTION: f64 = 0.03;
+/// While catching up, the backlog is compared with its value this many seconds before: if it
+/// did not shrink, the job is overloaded rather than catching up.
+const DRAIN_PROBE_S: f64 = 30.0;
 /// Rate history kept for the forecast fallback during warm-up.
 const RATE_HISTORY_S: usize = 900;
 
@@ -52,6 +55,8 @@ pub struct Watch {
     rates: VecDeque<f64>,
     /// Catching up since this time (after a stop of any kind).
     settling_since: Option<f64>,
+    /// (time, backlog) of the last drain probe while catching up.
+    probe: Option<(f64, f64)>,
     failure: Option<Failure>,
 }
 
@@ -62,6 +67,7 @@ impl Watch {
             recent: VecDeque::new(),
             rates: VecDeque::new(),
             settling_since: None,
+            probe: None,
             failure: None,
         }
     }
@@ -78,6 +84,7 @@ impl Watch {
         };
         if tick.phase == JobPhase::Down {
             self.settling_since = Some(now_s);
+            self.probe = None;
             self.recent.clear();
             if expected_down {
                 self.failure = None;
@@ -95,7 +102,14 @@ impl Watch {
         self.count_failure_rate(tick.rate);
         if let Some(since) = self.settling_since {
             let caught_up = tick.backlog <= (tick.rate * CAUGHT_UP_S).max(1.0);
-            if caught_up || now_s - since > MAX_SETTLE_S {
+            let (probe_s, probe_backlog) = *self.probe.get_or_insert((now_s, tick.backlog));
+            let mut not_draining = false;
+            if now_s - probe_s >= DRAIN_PROBE_S {
+                not_draining = tick.backlog >= probe_backlog;
+                self.probe = Some((now_s, tick.backlog));
+            }
+            if caught_up || not_draining || now_s - since > MAX_SETTLE_S {
+                self.probe = None;
                 self.settling_since = None;
                 if let Some(f) = self.failure.take() {
                     let rate = f.rate_sum / f.ticks.max(1.0);
