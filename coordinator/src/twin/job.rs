@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 
 use super::change;
-pub use super::second::{JobEvent, Second, SimPhase};
+pub use super::second::{Disruption, JobEvent, Second, SimPhase};
 use super::truth::GroundTruth;
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::policy::{ChangeKind, ReconfigureOutcome};
@@ -48,6 +48,8 @@ pub struct Job {
     was_processing: bool,
     recovering_since: Option<f64>,
     deferred_failure: bool,
+    /// A change started and the backlog it left is not drained yet.
+    change_disruption: bool,
 }
 
 impl Job {
@@ -66,6 +68,7 @@ impl Job {
             was_processing: true,
             recovering_since: None,
             deferred_failure: false,
+            change_disruption: false,
         }
     }
 
@@ -162,6 +165,7 @@ impl Job {
         }
         let running = if runs { to } else { from };
         self.config = running;
+        self.change_disruption = true;
         self.change = Some(PendingChange {
             ends_at: until,
             kind,
@@ -178,6 +182,10 @@ impl Job {
     /// finished during it.
     pub fn step(&mut self, t: u64, rate: f64, events: &mut Vec<JobEvent>) -> Second {
         let (start, end) = (t as f64, t as f64 + 1.0);
+        // Causes are taken at the start of the second: the second a disruption ends in is still
+        // part of it.
+        let in_change = self.change_disruption;
+        let recovering_since = self.recovering_since;
         // Walk the segments overlapping the second, then the steady configuration.
         let mut budget = 0.0;
         let mut processing_time = 0.0;
@@ -280,6 +288,16 @@ impl Job {
             });
             self.change = None;
         }
+        if self.change.is_none() && self.backlog <= 0.0 {
+            self.change_disruption = false;
+        }
+        let disruption = if in_change || self.change_disruption {
+            Disruption::Change
+        } else if let Some(since) = recovering_since {
+            Disruption::Failure { since }
+        } else {
+            Disruption::None
+        };
         if self.deferred_failure && self.segments.is_empty() {
             self.fail(end, events);
         }
@@ -295,6 +313,7 @@ impl Job {
             latency_ms,
             cpu_alloc: cpu,
             memory_alloc_mb: memory,
+            disruption,
         }
     }
 

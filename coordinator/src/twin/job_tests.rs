@@ -220,3 +220,53 @@ fn a_second_change_is_refused_and_failures_wait_for_the_change() {
             .any(|e| matches!(e, JobEvent::Recovered { .. }))
     );
 }
+
+#[test]
+fn disruption_spans_a_change_until_caught_up_and_a_failure_until_drained() {
+    let truth = truth();
+    let from = JobConfig::paper_default();
+    let to = config("p=12,slots=2,mem=4g,cpu=2,ckpt=30");
+    let mut job = job(truth.clone(), from);
+    let (steady, _) = run(&mut job, 0, 10, 15_000.0);
+    assert!(steady.iter().all(|s| s.disruption == Disruption::None));
+    job.reconfigure(10.0, to).unwrap();
+    let (seconds, _) = run(&mut job, 10, 300, 15_000.0);
+    // The change disrupts from its start through the catch-up, and not a second longer.
+    let last = seconds
+        .iter()
+        .rposition(|s| s.disruption == Disruption::Change)
+        .unwrap();
+    assert!(
+        seconds[..=last]
+            .iter()
+            .all(|s| s.disruption == Disruption::Change)
+    );
+    assert!(seconds[last].backlog == 0.0 && seconds[last - 1].backlog > 0.0);
+    assert!(
+        seconds[last + 1..]
+            .iter()
+            .all(|s| s.disruption == Disruption::None)
+    );
+    assert!(last as f64 > truth.full_restart_downtime_s(&from, &to));
+
+    let mut events = Vec::new();
+    job.fail(310.0, &mut events);
+    let (seconds, events) = run(&mut job, 310, 300, 15_000.0);
+    let recovery = events
+        .iter()
+        .find_map(|e| match e {
+            JobEvent::Recovered { recovery_s, .. } => Some(*recovery_s),
+            _ => None,
+        })
+        .unwrap();
+    let failed = seconds
+        .iter()
+        .filter(|s| s.disruption == Disruption::Failure { since: 310.0 })
+        .count();
+    assert_eq!(failed, recovery.ceil() as usize, "{recovery}");
+    assert!(
+        seconds[failed..]
+            .iter()
+            .all(|s| s.disruption == Disruption::None)
+    );
+}

@@ -9,6 +9,7 @@ pub mod profiling;
 pub mod report;
 pub mod second;
 pub mod sim;
+pub mod timeline;
 pub mod truth;
 
 #[cfg(test)]

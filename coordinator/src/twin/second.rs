@@ -20,6 +20,20 @@ pub enum SimPhase {
     Failed,
 }
 
+/// Why a second is disrupted, for splitting the seconds over the latency QoS by cause.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Disruption {
+    /// Steady operation (possibly overloaded: that is the configuration's fault).
+    None,
+    /// Inside a failure's recovery (failure → its backlog drained), which began at `since`.
+    Failure { since: f64 },
+    /// Inside a reconfiguration: from the change's start until the backlog it left is drained
+    /// (downtime + catch-up). Takes precedence over a failure recovery overlapping it, so a
+    /// change cannot hide its disruption behind a failure.
+    Change,
+}
+
 /// One simulated second of production.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Second {
@@ -41,6 +55,8 @@ pub struct Second {
     /// Allocated resources, averaged over the second.
     pub cpu_alloc: f64,
     pub memory_alloc_mb: f64,
+    /// What, if anything, disrupted the second (at any point during it).
+    pub disruption: Disruption,
 }
 
 /// Something the loop must hear about, produced by [`Job::step`].

@@ -200,7 +200,7 @@ pub fn simulate(policy: &mut dyn Policy, scenario: Scenario<'_>, options: SimOpt
     );
     SimRun {
         summary,
-        timeline: std::mem::take(&mut recorder.timeline),
+        timeline: std::mem::take(&mut recorder.timeline.rows),
         events,
     }
 }

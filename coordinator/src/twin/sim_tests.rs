@@ -203,7 +203,15 @@ fn failures_are_counted_and_every_one_recovers() {
             .iter()
             .all(|r| *r > truth.failure_downtime_s(&c))
     );
-    assert!(s.seconds_over_latency as f64 >= 3.0 * truth.failure_downtime_s(&c).floor());
+    assert!(s.seconds_over_latency.total as f64 >= 3.0 * truth.failure_downtime_s(&c).floor());
+    // Static carries the rate: every second over the QoS is inside a failure recovery.
+    assert_eq!(s.seconds_over_latency.steady, 0);
+    assert_eq!(s.seconds_over_latency.change, 0);
+    assert_eq!(
+        s.seconds_over_latency.failure_recovery,
+        s.seconds_over_latency.total
+    );
+    assert_eq!(s.percent_over_latency, 0.0);
     assert_eq!(s.cost, 1.0);
     assert_eq!(s.reconfigurations(), 0);
 }
