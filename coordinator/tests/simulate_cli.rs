@@ -88,13 +88,16 @@ fn all_policies_on_a_trace_slice_with_timeline_and_decisions() {
 
 #[test]
 fn json_summaries_demeter_and_unknown_policies() {
-    let out = simulate(&["--policy", "oracle", "--duration", "30m", "--json"]);
+    let out = simulate(&["--policy", "oracle", "--duration", "3h", "--json"]);
     assert!(out.status.success());
     let summary: serde_json::Value =
         serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim()).unwrap();
     assert_eq!(summary["policy"], "oracle");
-    assert_eq!(summary["seconds"], 1800);
+    assert_eq!(summary["seconds"], 3 * 3600);
     assert!(summary["cost"].as_f64().unwrap() < 1.0);
+    // The latency figure and its split by cause are in the JSON.
+    assert_eq!(summary["seconds_over_latency"]["steady"], 0);
+    assert!(summary["percent_over_latency"].as_f64().unwrap() <= 1.5);
 
     let out = simulate(&["--policy", "demeter", "--duration", "30m", "--json"]);
     assert!(

@@ -12,6 +12,7 @@ use clap::Args;
 use demeter_coordinator::models::observations::Observation;
 use demeter_coordinator::models::space::{JobConfig, SearchSpace};
 use demeter_coordinator::models::surrogate::Qos;
+use demeter_coordinator::policy::baselines::OracleSettings;
 use demeter_coordinator::policy::registry::{self, POLICY_NAMES, PolicyContext};
 use demeter_coordinator::policy::{Action, ForecastSummary, JobTick, Policy, ReconfigureOutcome};
 use demeter_coordinator::trace::parse_rate_trace;
@@ -70,6 +71,17 @@ pub struct SimulateArgs {
     /// Print the summaries as JSON (one object per policy) instead of tables.
     #[arg(long)]
     json: bool,
+    /// Oracle: length of a decision epoch (the DP's time step; changes happen at epoch starts).
+    #[arg(long, value_parser = parse_duration, default_value = "10m")]
+    oracle_epoch: Duration,
+    /// Oracle: most reconfigurations in the run (default: 12 per 18 h scaled to the run's
+    /// length, at least 1 — the target's limit for Demeter).
+    #[arg(long)]
+    oracle_max_changes: Option<u32>,
+    /// Oracle: most seconds its changes may disrupt (downtime + catch-up), in % of the run
+    /// (default: the 1.5 % of seconds over the latency QoS the target allows a policy).
+    #[arg(long, default_value_t = 1.5)]
+    oracle_max_disruption: f64,
 }
 
 /// Parses `45m`, `90s`, `1h`, `1.5h` or plain seconds.
@@ -145,6 +157,10 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     } else {
         vec![args.policy.as_str()]
     };
+    if !(args.oracle_epoch.as_secs() > 0 && (0.0..=100.0).contains(&args.oracle_max_disruption)) {
+        bail!("--oracle-epoch must be at least 1 s and --oracle-max-disruption a percentage");
+    }
+    let failures_every_s = args.failures_every.map(|d| d.as_secs()).filter(|s| *s > 0);
     let ctx = PolicyContext {
         space: &space,
         qos,
@@ -152,10 +168,17 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         static_config,
         truth: &truth,
         rates,
+        failures_every_s,
+        oracle: OracleSettings {
+            epoch_s: args.oracle_epoch.as_secs(),
+            max_changes: args.oracle_max_changes,
+            max_disruption_share: args.oracle_max_disruption / 100.0,
+            ..OracleSettings::default()
+        },
     };
     let options = SimOptions {
         qos,
-        failures_every_s: args.failures_every.map(|d| d.as_secs()).filter(|s| *s > 0),
+        failures_every_s,
         seed: args.seed,
         profiling: ProfilingTimes::default(),
         timeline_every_s: if args.timeline.is_some() {

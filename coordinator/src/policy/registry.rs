@@ -4,6 +4,7 @@
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::models::surrogate::Qos;
 use crate::policy::Policy;
+use crate::policy::baselines::oracle::Foresight;
 use crate::policy::baselines::{Fixed, Oracle, OracleSettings, Reactive, ReactiveSettings};
 use crate::twin::truth::GroundTruth;
 use crate::{Error, Result};
@@ -11,8 +12,8 @@ use crate::{Error, Result};
 /// Every policy name, in the order comparisons list them.
 pub const POLICY_NAMES: [&str; 4] = ["static", "reactive", "demeter", "oracle"];
 
-/// What a policy may be built from. `truth` and `rates` are the simulated job's ground truth
-/// and future input: only the oracle may look at them.
+/// What a policy may be built from. `truth`, `rates` and `failures_every_s` are the simulated
+/// job's ground truth, future input and failure schedule: only the oracle may look at them.
 #[derive(Debug, Clone, Copy)]
 pub struct PolicyContext<'a> {
     pub space: &'a SearchSpace,
@@ -22,6 +23,8 @@ pub struct PolicyContext<'a> {
     pub static_config: JobConfig,
     pub truth: &'a GroundTruth,
     pub rates: &'a [f64],
+    pub failures_every_s: Option<u64>,
+    pub oracle: OracleSettings,
 }
 
 /// Builds the policy called `name`.
@@ -34,12 +37,15 @@ pub fn build(name: &str, ctx: &PolicyContext<'_>) -> Result<Box<dyn Policy>> {
         ))),
         "demeter" => demeter_policy(ctx.space, ctx.qos, ctx.seed),
         "oracle" => Ok(Box::new(Oracle::new(
-            ctx.truth.clone(),
-            ctx.space.clone(),
-            ctx.qos,
-            ctx.rates.to_vec(),
-            ctx.static_config,
-            OracleSettings::default(),
+            Foresight {
+                truth: ctx.truth.clone(),
+                space: ctx.space.clone(),
+                qos: ctx.qos,
+                rates: ctx.rates.to_vec(),
+                reference: ctx.static_config,
+                failures_every_s: ctx.failures_every_s,
+            },
+            ctx.oracle,
         ))),
         other => Err(Error::Policy(format!(
             "unknown policy {other:?} (known: {})",
