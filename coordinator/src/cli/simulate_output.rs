@@ -74,9 +74,20 @@ pub fn print_summary(outcome: &Outcome) {
         s.seconds_in_changes,
         s.downtime_failures_s
     );
+    let p = &s.profiling;
     println!(
-        "  profiling {} batches, {} copies",
-        s.profiling_batches, s.profiling_copies
+        "  profiling {} of {} batches run ({} deferred, {} dropped after waiting), {} of {} copies \
+         ({} left out for room, {} torn down for production) on the spare of a {:.0}-core, {:.0} GB cluster",
+        p.batches_started,
+        p.batches_ordered,
+        p.batches_deferred,
+        p.batches_expired,
+        p.copies_started,
+        p.copies_ordered,
+        p.copies_dropped,
+        p.copies_preempted,
+        s.cluster_cpu_cores,
+        s.cluster_memory_mb / 1024.0
     );
     if let Some(d) = s.decision_time {
         println!(
@@ -155,7 +166,8 @@ CPU, mem, cost: core-hours, GB-hours and ½ CPU + ½ mem, profiling included, re
   gets the same injected failures; a longer recovery's later seconds count as steady).
 all%: every second over the latency QoS, failure recoveries included, in % of all seconds.
 recov mean/max/>: failure -> caught up, seconds, and how many recoveries exceeded the recovery QoS.
-ip/fr/rb: reconfigurations in place / full restart / rolled back. profiled: copies/batches run.";
+ip/fr/rb: reconfigurations in place / full restart / rolled back. profiled: copies/batches run
+  (on the cluster's spare capacity only: production always wins).";
 
 /// The timeline row as written, with the policy first.
 #[derive(Serialize)]

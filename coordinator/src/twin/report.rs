@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::job::{Disruption, Second, SimPhase};
+use super::profiling::{ProfilingStats, Resources};
 pub use super::timeline::{Timeline, TimelineRow};
 use crate::models::space::JobConfig;
 use crate::models::surrogate::Qos;
@@ -93,8 +94,14 @@ pub struct Summary {
     /// Seconds with nothing processed, by cause.
     pub downtime_failures_s: f64,
     pub downtime_changes_s: f64,
+    /// Profiling batches and copies started.
     pub profiling_batches: u64,
     pub profiling_copies: u64,
+    /// What happened to the profiling ordered (shrunk, deferred, dropped, torn down).
+    pub profiling: ProfilingStats,
+    /// The cluster the copies share with production (CPU cores, memory MB).
+    pub cluster_cpu_cores: f64,
+    pub cluster_memory_mb: f64,
     pub decision_time: Option<DecisionTime>,
 }
 
@@ -225,7 +232,8 @@ impl Recorder {
         &mut self,
         policy: &str,
         static_config: JobConfig,
-        profiling: (u64, u64),
+        profiling: ProfilingStats,
+        cluster: Resources,
         last: Option<&Second>,
     ) -> Summary {
         if let Some(last) = last {
@@ -281,8 +289,11 @@ impl Recorder {
             changes: self.changes,
             downtime_failures_s: self.downtime_failures,
             downtime_changes_s: self.downtime_changes,
-            profiling_batches: profiling.0,
-            profiling_copies: profiling.1,
+            profiling_batches: profiling.batches_started,
+            profiling_copies: profiling.copies_started,
+            profiling,
+            cluster_cpu_cores: cluster.0,
+            cluster_memory_mb: cluster.1,
             decision_time: None,
         }
     }

@@ -45,7 +45,13 @@ fn seconds_over_the_latency_qos_are_split_by_cause() {
         recorder.second(&second(t, latency, Disruption::Change), (0.0, 0.0), None);
     }
     let last = second(389, 100.0, Disruption::None);
-    let s = recorder.finish("test", JobConfig::paper_default(), (0, 0), Some(&last));
+    let s = recorder.finish(
+        "test",
+        JobConfig::paper_default(),
+        ProfilingStats::default(),
+        (30.0, 120_000.0),
+        Some(&last),
+    );
     let o = s.seconds_over_latency;
     assert_eq!(
         (o.steady, o.failure_recovery, o.change, o.total),

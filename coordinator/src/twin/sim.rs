@@ -84,7 +84,8 @@ const PROFILING_STREAM: u64 = 0x9e37_79b9_7f4a_7c15;
 pub fn simulate(policy: &mut dyn Policy, scenario: Scenario<'_>, options: SimOptions) -> SimRun {
     let truth = scenario.truth;
     let mut job = Job::new(truth.clone(), scenario.space.clone(), scenario.initial);
-    let mut profiler = Profiler::new(options.profiling);
+    let cluster = truth.cluster.capacity(&scenario.initial);
+    let mut profiler = Profiler::new(options.profiling, cluster);
     let mut recorder = Recorder::new(options.qos, options.timeline_every_s);
     let mut noise = StdRng::seed_from_u64(options.seed);
     let mut profiling_rng = StdRng::seed_from_u64(options.seed ^ PROFILING_STREAM);
@@ -105,6 +106,20 @@ pub fn simulate(policy: &mut dyn Policy, scenario: Scenario<'_>, options: SimOpt
         }
         let second = job.step(t, rate, &mut job_events);
         let end = t as f64 + 1.0;
+        // Production always wins: it holds what it used this second or what its
+        // configuration needs, whichever is more; the copies get the rest.
+        let steady = job.config();
+        let production = (
+            second.cpu_alloc.max(steady.total_cpu_cores()),
+            second.memory_alloc_mb.max(steady.total_memory_mb()),
+        );
+        profiler.tick(
+            t as f64,
+            production,
+            truth,
+            scenario.space,
+            &mut profiling_rng,
+        );
         let profiling = profiler.allocated(t as f64, end);
         recorder.second(&second, profiling, policy.forecast());
         let now = Duration::from_secs(t + 1);
@@ -179,15 +194,7 @@ pub fn simulate(policy: &mut dyn Policy, scenario: Scenario<'_>, options: SimOpt
                     candidates,
                     rate,
                     ..
-                } => profiler.start(
-                    end,
-                    batch,
-                    &candidates,
-                    rate,
-                    truth,
-                    scenario.space,
-                    &mut profiling_rng,
-                ),
+                } => profiler.order(end, batch, &candidates, rate),
             }
         }
         last = Some(second);
@@ -195,7 +202,8 @@ pub fn simulate(policy: &mut dyn Policy, scenario: Scenario<'_>, options: SimOpt
     let summary = recorder.finish(
         policy.name(),
         scenario.initial,
-        (profiler.batches_started, profiler.copies_started),
+        profiler.stats,
+        cluster,
         last.as_ref(),
     );
     SimRun {

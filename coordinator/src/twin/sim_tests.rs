@@ -147,7 +147,16 @@ fn profiling_is_accounted_apart_from_production() {
         candidates: candidates.clone(),
         ..Script::default()
     };
-    let with = go(&mut script, &rates, options(2, None));
+    // A cluster with room for both copies beside production.
+    let mut roomy = truth();
+    roomy.cluster.spare_share = 1.0;
+    let with = crate::twin::testing::run_on(
+        roomy,
+        &mut script,
+        &rates,
+        JobConfig::paper_default(),
+        options(2, None),
+    );
     let without = go(&mut Fixed, &rates, options(2, None));
     assert_eq!(
         with.summary.cpu_core_hours.production,
@@ -184,7 +193,43 @@ fn profiling_is_accounted_apart_from_production() {
     assert!(with.summary.cost > without.summary.cost);
     assert!((with.summary.production_cost - without.summary.production_cost).abs() < 1e-12);
     assert_eq!(with.summary.profiling_copies, 2);
+    assert_eq!(with.summary.profiling.copies_dropped, 0);
+    assert_eq!(with.summary.profiling.batches_deferred, 0);
     assert!(with.timeline.iter().any(|r| r.profiling_cpu > 0.0));
+}
+
+#[test]
+fn profiling_gets_only_what_production_leaves() {
+    // The default cluster: static + 25 % (30 cores, 120 GB) with static production: 6 cores
+    // and 24 GB spare. Of the two candidates only the second (4 cores, 8 GB) fits.
+    let rates = vec![20_000.0; 1800];
+    let candidates: Vec<JobConfig> = vec![
+        "p=12,slots=1,mem=4g,cpu=1,ckpt=10".parse().unwrap(),
+        "p=8,slots=4,mem=4g,cpu=2,ckpt=30".parse().unwrap(),
+    ];
+    let mut script = Script {
+        profile_at: Some(Duration::from_secs(100)),
+        candidates,
+        ..Script::default()
+    };
+    let run = go(&mut script, &rates, options(2, None));
+    let s = &run.summary;
+    assert_eq!(
+        (s.cluster_cpu_cores, s.cluster_memory_mb),
+        (30.0, 120.0 * 1024.0)
+    );
+    assert_eq!(s.profiling.copies_ordered, 2);
+    assert_eq!(s.profiling_copies, 1);
+    assert_eq!(s.profiling.copies_dropped, 1);
+    assert_eq!(script.results.len(), 1);
+    assert_eq!(script.results[0].2.len(), 1);
+    assert_eq!(script.results[0].2[0].config, script.candidates[1]);
+    let peak = run
+        .timeline
+        .iter()
+        .map(|r| r.profiling_cpu + r.cpu_alloc)
+        .fold(0.0, f64::max);
+    assert!(peak <= 30.0 + 1e-9, "{peak}");
 }
 
 #[test]

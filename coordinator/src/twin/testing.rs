@@ -36,7 +36,17 @@ pub fn run(
     initial: JobConfig,
     options: SimOptions,
 ) -> SimRun {
-    let truth = benchmark_truth();
+    run_on(benchmark_truth(), policy, rates, initial, options)
+}
+
+/// The same on another job.
+pub fn run_on(
+    truth: GroundTruth,
+    policy: &mut dyn Policy,
+    rates: &[f64],
+    initial: JobConfig,
+    options: SimOptions,
+) -> SimRun {
     let space = SearchSpace::default();
     simulate(
         policy,

@@ -85,6 +85,46 @@ pub struct GroundTruth {
     /// deployment never reaches RUNNING and is rolled back. 0 = only the search space's rule.
     #[serde(default)]
     pub min_memory_per_slot_mb: f64,
+
+    /// The nodes production and profiling copies share (`[cluster]` table; optional).
+    #[serde(default)]
+    pub cluster: Cluster,
+}
+
+/// The cluster's capacity: production always has what it needs, profiling copies get the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cluster {
+    /// Total CPU cores of the nodes; None: the static configuration's plus `spare_share` of it.
+    pub cpu_cores: Option<f64>,
+    /// Total memory (MB) of the nodes; None: the static configuration's plus `spare_share`.
+    pub memory_mb: Option<f64>,
+    /// Spare capacity beyond the static configuration when a total is not given: the usual
+    /// headroom of a cluster provisioned for the peak default (0.25 = 25 %).
+    pub spare_share: f64,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            cpu_cores: None,
+            memory_mb: None,
+            spare_share: 0.25,
+        }
+    }
+}
+
+impl Cluster {
+    /// Total CPU cores and memory (MB), given the static configuration.
+    pub fn capacity(&self, static_config: &JobConfig) -> (f64, f64) {
+        let scale = 1.0 + self.spare_share.max(0.0);
+        (
+            self.cpu_cores
+                .unwrap_or(static_config.total_cpu_cores() * scale),
+            self.memory_mb
+                .unwrap_or(static_config.total_memory_mb() * scale),
+        )
+    }
 }
 
 /// Defaults of the change-cost knobs: seconds typical of a small standalone cluster.
@@ -144,6 +184,9 @@ impl GroundTruth {
             truth.savepoint_base_s,
             truth.savepoint_mb_per_s_per_subtask,
             truth.min_memory_per_slot_mb,
+            truth.cluster.cpu_cores.unwrap_or(0.0),
+            truth.cluster.memory_mb.unwrap_or(0.0),
+            truth.cluster.spare_share,
         ]
         .iter()
         .all(|v| v.is_finite() && *v >= 0.0);
