@@ -8,8 +8,8 @@
 
 pub mod baselines;
 pub mod decision;
-pub mod registry;
 pub mod demeter;
+pub mod registry;
 
 use std::time::Duration;
 
