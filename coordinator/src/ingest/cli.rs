@@ -20,7 +20,7 @@ pub trait JobService: Send + Sync + std::fmt::Debug {
     /// Starts answering `request` (already checked with [`JobRequest::validate`]). Replies go
     /// to `replies` in order; the exchange ends when the service drops the sender. Must not
     /// block: long work (an apply) is spawned, and goes on if the CLI leaves.
-    fn handle(&self, request: JobRequest, replies: mpsc::Sender<JobReply>);
+    fn handle(self: std::sync::Arc<Self>, request: JobRequest, replies: mpsc::Sender<JobReply>);
 }
 
 pub(super) async fn serve_cli(connection: &quinn::Connection, shared: &Shared) -> Result<()> {
@@ -71,7 +71,7 @@ async fn answer_job(
         return Ok(transport::write_frame(send, &refuse(reason)).await?);
     };
     let (replies, mut answers) = mpsc::channel(REPLY_QUEUE);
-    service.handle(request, replies);
+    service.clone().handle(request, replies);
     while let Some(reply) = answers.recv().await {
         transport::write_frame(send, &CoordinatorMessage::Job(reply)).await?;
     }

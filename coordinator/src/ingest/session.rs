@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use demeter_common::protocol::{
-    AgentMessage, CoordinatorMessage, Hello, Role, Welcome, close_code,
+    AgentMessage, Capability, CoordinatorMessage, Hello, Role, Welcome, close_code,
 };
 use demeter_common::{Error as WireError, tls, transport};
 use tokio::sync::oneshot;
@@ -124,6 +124,12 @@ async fn serve_agent(
     shared: &Arc<Shared>,
 ) -> Result<()> {
     let (mut control, _control_recv, hello) = handshake(connection, shared).await?;
+    let cli_only = [Capability::FleetQuery, Capability::Jobs];
+    if hello.capabilities.iter().any(|c| cli_only.contains(c)) {
+        return Err(Error::Protocol(WireError::Certificate(
+            "an agent certificate may not make CLI requests; use one with role cli".into(),
+        )));
+    }
     let agent: Arc<str> = Arc::from(name);
     let stored_up_to = {
         let store = shared.store.clone();

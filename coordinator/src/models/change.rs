@@ -116,3 +116,34 @@ pub(crate) fn to_u32(value: f64) -> Option<u32> {
     (rounded.is_finite() && rounded >= 0.0 && rounded <= f64::from(u32::MAX))
         .then_some(rounded as u32)
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_change_gives_some_values_and_the_rest_comes_from_the_current_config() {
+        let change = parse_change("mem=1.5g, ckpt=20s").unwrap();
+        assert_eq!(
+            change,
+            ConfigChange {
+                tm_memory_mb: Some(1536),
+                checkpoint_interval_s: Some(20),
+                ..ConfigChange::default()
+            }
+        );
+        let current: JobConfig = "p=2,slots=2,mem=1g,cpu=0.5,ckpt=5".parse().unwrap();
+        let to = apply_change(&change, Some(&current)).unwrap();
+        assert_eq!(to, "p=2,slots=2,mem=1536m,cpu=0.5,ckpt=20".parse().unwrap());
+        let first = apply_change(&change, None).unwrap_err().to_string();
+        assert!(first.contains("parallelism is needed"), "{first}");
+        for bad in ["p=0", "mem=lots", "gpu=1", "p"] {
+            assert!(parse_change(bad).is_err(), "{bad}");
+        }
+        assert!(
+            "p=2,slots=2".parse::<JobConfig>().is_err(),
+            "all five needed"
+        );
+    }
+}
