@@ -146,7 +146,7 @@ fn job_requests_are_checked_and_refused_clearly() {
     );
 
     // An agent's certificate may not make CLI requests.
-    let (ok, _, err) = run(&mut job_cli(&pki, "node-1", port).arg("list"));
+    let (ok, _, err) = run(job_cli(&pki, "node-1", port).arg("list"));
     assert!(!ok, "an agent certificate was served");
     assert!(err.contains("may not make CLI requests"), "{err}");
 
