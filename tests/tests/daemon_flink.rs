@@ -171,6 +171,12 @@ async fn daemon_reconfigures_with_agent_run_taskmanagers() {
         "  daemon killed → restarted daemon finished the restart",
         now_ms() - killed_at,
     );
+    let log = rig.daemon.as_ref().unwrap().log_text();
+    let waited = demeter_tests::process::log_field(&log, "agents connected", "waited_ms");
+    f.add(
+        "  restarted daemon waited for the agent to reconnect",
+        waited.unwrap(),
+    );
     assert_one_running_and_every_stop_saved(&rig.client, "after the crash", &cancelled).await;
 
     // 4. Full restart back; a second apply meanwhile is refused.
