@@ -65,7 +65,7 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
         );
     }
     let endpoint = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
+        tls::server_endpoint_config(&identity),
         Some(server),
         udp.socket,
         Arc::new(quinn::TokioRuntime),
