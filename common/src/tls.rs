@@ -249,14 +249,25 @@ fn transport_config() -> Arc<quinn::TransportConfig> {
     Arc::new(transport)
 }
 
-/// The server endpoint's configuration with a stateless-reset key derived from the node's
-/// private key, so it is the same after a restart. A peer whose connection died with the old
-/// process then gets a reset it recognises at its next packet and reconnects at once; with
-/// quinn's default random key it ignores the reset and waits out the idle timeout (20 s),
-/// which after a coordinator crash delays resuming the operation that was in flight.
+/// The server endpoint's configuration with its stateless-reset key and its connection-id
+/// key derived from the node's private key, so both are the same after a restart. A peer whose
+/// connection died with the old process sends its next packet to the new one, which recognises
+/// the connection id as its own (quinn drops packets with ids its generator did not make) and
+/// answers with a reset the peer recognises (the token is keyed): the peer reconnects at once.
+/// With quinn's random per-process keys it waits out the idle timeout (20 s), which after a
+/// coordinator crash delays resuming the operation that was in flight.
 pub fn server_endpoint_config(identity: &NodeIdentity) -> quinn::EndpointConfig {
-    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &reset_key_seed(identity));
-    quinn::EndpointConfig::new(Arc::new(key))
+    let seed = reset_key_seed(identity);
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &seed);
+    let mut config = quinn::EndpointConfig::new(Arc::new(key));
+    let cid_key = ring::digest::digest(&ring::digest::SHA256, &[b"cid".as_slice(), &seed].concat());
+    let mut cid_key_bytes = [0u8; 8];
+    cid_key_bytes.copy_from_slice(&cid_key.as_ref()[..8]);
+    let cid_key = u64::from_le_bytes(cid_key_bytes);
+    config.cid_generator(move || {
+        Box::new(quinn_proto::HashedConnectionIdGenerator::from_key(cid_key))
+    });
+    config
 }
 
 /// SHA-256 of a fixed label and the private key: secret, and stable for one key.

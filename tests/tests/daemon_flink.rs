@@ -60,6 +60,9 @@ async fn daemon_reconfigures_with_agent_run_taskmanagers() {
         port("DEMETER_DAEMON_RPC_PORT", 16391),
     );
     let jar = lab.bench_jar();
+    // A run interrupted before its guards ran may have left the cluster and TaskManagers with
+    // this job's ids (they would register twice): stop whatever uses the cluster's conf dir.
+    lab.run(&["stop", "dmn"]);
     let cluster = lab.start("dmn", rest, rpc);
     let t0 = now_ms();
     let mut rig = Rig::new(lab.repo.clone(), &cluster.env, jar, rest, "after-step:stop").await;
@@ -170,6 +173,14 @@ async fn daemon_reconfigures_with_agent_run_taskmanagers() {
     f.add(
         "  daemon killed → restarted daemon finished the restart",
         now_ms() - killed_at,
+    );
+    f.add(
+        "    of which TaskManagers by the agent (resumed step)",
+        step_ms(op, "taskmanagers") + step_ms(op, "wait-taskmanagers"),
+    );
+    f.add(
+        "    of which restore (submit → RUNNING, records)",
+        step_ms(op, "submit") + step_ms(op, "wait-running"),
     );
     let log = rig.daemon.as_ref().unwrap().log_text();
     let waited = demeter_tests::process::log_field(&log, "agents connected", "waited_ms");
