@@ -2,8 +2,12 @@
 
 mod agents;
 mod certs;
+mod failpoint;
 mod job;
+mod job_remote;
+mod job_render;
 mod model;
+mod remote;
 mod serve;
 mod simulate;
 mod simulate_output;
@@ -31,7 +35,9 @@ enum Command {
     Certs(certs::CertsArgs),
     /// List the agents connected to a running coordinator.
     Agents(agents::AgentsArgs),
-    /// Register Flink jobs and reconfigure them safely (savepoint, restart, rollback).
+    /// Register Flink jobs and reconfigure them safely (savepoint, restart, rollback): through
+    /// the running daemon with --coordinator (agents run the TaskManagers), or in this process
+    /// without it (local mode, for labs without agents).
     Job(job::JobArgs),
     /// Fit the job models offline from observations and query them (fit, predict, pareto).
     Model(model::ModelArgs),
