@@ -14,6 +14,7 @@
 
 pub mod conf;
 pub mod driver;
+pub mod host;
 pub mod machine;
 pub mod measure;
 pub mod plan;

@@ -25,8 +25,9 @@ impl PortRange {
         port >= self.first && u32::from(port) < u32::from(self.first) + u32::from(self.count)
     }
 
-    fn ports(&self) -> impl Iterator<Item = u16> {
-        (0..self.count).filter_map(|i| self.first.checked_add(i))
+    pub fn ports(&self) -> impl Iterator<Item = u16> + use<> {
+        let this = *self;
+        (0..this.count).filter_map(move |i| this.first.checked_add(i))
     }
 }
 
