@@ -271,7 +271,7 @@ fn print_summary(report: &BatchReport) {
         report.wall_ms as f64 / 1000.0
     );
     println!(
-        "{:<14} {:<36} {:>9} {:>6} {:>9} {:>10} {:>6} {:>8}  outcome",
+        "{:<22} {:<36} {:>9} {:>6} {:>9} {:>10} {:>6} {:>8}  outcome",
         "copy", "config", "start-up", "busy", "p95 ms", "recovery", "cpu", "mem MiB"
     );
     let num = |v: Option<f64>, digits: usize| v.map_or("-".into(), |v| format!("{v:.digits$}"));
@@ -288,7 +288,7 @@ fn print_summary(report: &BatchReport) {
             )
         });
         println!(
-            "{:<14} {:<36} {:>9} {:>6} {:>9} {:>10} {:>6} {:>8}  {}",
+            "{:<22} {:<36} {:>9} {:>6} {:>9} {:>10} {:>6} {:>8}  {}",
             c.name,
             c.config.to_string(),
             num(c.startup_ms.map(|ms| ms as f64 / 1000.0), 1),
