@@ -13,7 +13,7 @@
 //! (16500-16519).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use demeter_coordinator::flink::{
@@ -62,9 +62,22 @@ async fn profiling_batch_beside_production_on_real_flink() {
         FlinkClient::new(&format!("http://127.0.0.1:{rest}"), ClientConfig::default()).unwrap();
     let job = start_production(&client, &jar, &out).await;
 
+    // Two batches at once on split port ranges: the measured one, and one that is recalled
+    // (Ctrl-C, what production's recall does) once its job runs.
+    let (main_rest, recalled_rest) = split(&rest_ports);
+    let (main_rpc, recalled_rpc) = split(&rpc_ports);
+    let recalled_work = scratch.path.join("profiling-recalled");
+    let recalled = tokio::spawn(run_and_recall(
+        jar.clone(),
+        cluster.env["FLINK_HOME"].clone(),
+        recalled_rest,
+        recalled_rpc,
+        recalled_work.clone(),
+    ));
     let started = std::time::Instant::now();
     let cli = tokio::process::Command::new(binary("demeter-coordinator"))
         .arg("profile")
+        .args(["--batch", "1"])
         .arg("--jar")
         .arg(&jar)
         .args(["--entry-class", ENTRY])
@@ -81,7 +94,7 @@ async fn profiling_batch_beside_production_on_real_flink() {
             "--max-recovery",
             "90s",
         ])
-        .args(["--rest-ports", &rest_ports, "--rpc-ports", &rpc_ports])
+        .args(["--rest-ports", &main_rest, "--rpc-ports", &main_rpc])
         .args([
             "--cap-cpu",
             "3",
@@ -137,26 +150,28 @@ async fn profiling_batch_beside_production_on_real_flink() {
         "two window subtasks must be less busy than one at the same rate: {low:?} vs {high:?}"
     );
 
-    // Nothing of the copies is left.
-    assert_eq!(
-        processes_naming(&work),
-        Vec::<u32>::new(),
-        "processes of the copies"
-    );
+    let recalled_after_s = recalled.await.unwrap();
+
+    // Nothing of either batch is left.
+    for dir in [&work, &recalled_work] {
+        assert_eq!(
+            processes_naming(dir),
+            Vec::<u32>::new(),
+            "processes of the copies"
+        );
+        let left: Vec<_> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        assert!(left.is_empty(), "copy directories left: {left:?}");
+    }
     for range in [&rest_ports, &rpc_ports] {
-        let (a, b) = range.split_once('-').unwrap();
-        let (a, b): (u16, u16) = (a.parse().unwrap(), b.parse().unwrap());
-        // The first few are the ones a two-copy batch can have taken.
-        for port in a..=b.min(a + 3) {
+        let (a, b) = bounds(range);
+        for port in a..=b {
             assert!(port_free(port), "port {port} still bound");
         }
     }
-    let left: Vec<_> = std::fs::read_dir(&work)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "copy directories left: {left:?}");
 
     // Production did not notice.
     let details = client.job_details(&job).await.unwrap();
@@ -182,8 +197,83 @@ async fn profiling_batch_beside_production_on_real_flink() {
             o.memory_mb
         );
     }
+    println!("  recalled copy: Ctrl-C → torn down, CLI exited after {recalled_after_s:.1} s");
     println!("  production exactly-once: {records} records, none lost or duplicated");
     drop(cluster);
+}
+
+fn bounds(range: &str) -> (u16, u16) {
+    let (a, b) = range.split_once('-').unwrap();
+    (a.parse().unwrap(), b.parse().unwrap())
+}
+
+/// The first and the second half of a `FIRST-LAST` range.
+fn split(range: &str) -> (String, String) {
+    let (a, b) = bounds(range);
+    let mid = a + (b - a) / 2;
+    (format!("{a}-{mid}"), format!("{}-{b}", mid + 1))
+}
+
+/// One copy whose batch is recalled (SIGINT to the CLI, which raises the recall flag) as soon
+/// as its job was submitted; returns seconds from the signal to the CLI's exit, after checking
+/// the copy reported itself aborted and the CLI failed (no measurement).
+async fn run_and_recall(
+    jar: PathBuf,
+    flink_home: String,
+    rest_ports: String,
+    rpc_ports: String,
+    work: PathBuf,
+) -> f64 {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(binary("demeter-coordinator"))
+        .arg("profile")
+        .args(["--batch", "2"])
+        .arg("--jar")
+        .arg(&jar)
+        .args(["--entry-class", ENTRY])
+        .args(["--profile-args", "--rate {rate} --sink discard"])
+        .args(["--rate", "100", "--config", LOW, "--jm-memory", "640m"])
+        .args(["--rest-ports", &rest_ports, "--rpc-ports", &rpc_ports])
+        .arg("--work-dir")
+        .arg(&work)
+        .env("FLINK_HOME", flink_home)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    while let Some(line) = lines.next_line().await.unwrap() {
+        let started = line.contains(": Starting");
+        seen.push(line);
+        if started {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains(": Starting")),
+        "the recalled copy never started: {seen:?}"
+    );
+    let signalled = std::time::Instant::now();
+    let pid = child.id().unwrap().to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    while let Some(line) = lines.next_line().await.unwrap() {
+        seen.push(line);
+    }
+    let status = child.wait().await.unwrap();
+    let took = signalled.elapsed().as_secs_f64();
+    println!("recalled batch:\n  {}", seen.join("\n  "));
+    assert!(!status.success(), "a batch without a measurement fails");
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("finished, aborted: interrupted")),
+        "{seen:?}"
+    );
+    took
 }
 
 async fn start_production(client: &FlinkClient, jar: &Path, out: &Path) -> JobId {

@@ -14,7 +14,7 @@ use demeter_coordinator::executor::driver::now_ms;
 use demeter_coordinator::flink::ClientConfig;
 use demeter_coordinator::models::observations::to_csv;
 use demeter_coordinator::models::space::JobConfig;
-use demeter_coordinator::profiler::driver::{
+use demeter_coordinator::profiler::batch::{
     BatchReport, BatchRequest, Progress, Recall, Runtime, run_batch,
 };
 use demeter_coordinator::profiler::host::LocalHost;

@@ -9,9 +9,12 @@
 //! - [`conf`] (pure): the copy's `config.yaml`;
 //! - [`measure`] (pure): REST readings → one measurement, the moment to kill;
 //! - [`machine`] (sans-IO): one copy's lifecycle with deadlines; always ends torn down;
-//! - [`driver`]: the async shell (JobManager child process, TaskManagers through the
-//!   executor's backend trait, the REST client, `/proc` usage) and the batch runner.
+//! - [`driver`]: the async shell of one copy (JobManager child process, TaskManagers through
+//!   the executor's backend trait, the REST client); [`host`] its processes and `/proc` usage;
+//! - [`batch`]: plans a batch and runs its copies in parallel; [`batch::Recall`] is the flag
+//!   production raises to take the resources back.
 
+pub mod batch;
 pub mod conf;
 pub mod driver;
 pub mod host;
