@@ -2,10 +2,13 @@
 //! one TaskManager from `scripts/flink-lab.sh`) runs the benchmark job with its exactly-once
 //! FileSink; one profiling batch of two candidates (different slots and memory) runs through
 //! the real `demeter-coordinator profile` CLI at a CPU-bound rate (`--work-us`), with short
-//! warm-up and measurement windows. Checks: both copies yield plausible observations, the
-//! higher-capacity one is less busy at the same rate, nothing of the copies is left (JVMs,
-//! ports, directories), and production is unaffected (same job RUNNING, never restarted,
-//! exactly-once output intact). Prints start-up, recovery and batch wall times.
+//! warm-up and measurement windows. Beside it a second batch runs under a cap with room for
+//! one of its two copies (the other is reported skipped) and is recalled (Ctrl-C raises the
+//! recall flag) once its job runs. Checks: both measured copies yield plausible observations,
+//! the higher-capacity one is less busy at the same rate, the recalled copy reports aborted,
+//! nothing of either batch is left (JVMs, ports, directories), and production is unaffected
+//! (same job RUNNING, never restarted, exactly-once output intact). Prints start-up, recovery
+//! and batch wall times.
 //!
 //! Runs only when `DEMETER_LAB` names an installed lab. Ports: production REST/RPC
 //! `DEMETER_PROFILING_PROD_REST_PORT` (18491) / `DEMETER_PROFILING_PROD_RPC_PORT` (16491);
@@ -20,6 +23,7 @@ use demeter_coordinator::flink::{
     ClientConfig, FlinkClient, JarRunRequest, JobId, JobState, SavepointFormat, StopRequest,
 };
 use demeter_coordinator::models::observations::parse_csv;
+use demeter_coordinator::models::space::JobConfig;
 use demeter_coordinator::profiler::host::{port_free, processes_naming};
 use demeter_tests::lab::Lab;
 use demeter_tests::{Scratch, binary};
@@ -214,7 +218,8 @@ fn split(range: &str) -> (String, String) {
     (format!("{a}-{mid}"), format!("{}-{b}", mid + 1))
 }
 
-/// One copy whose batch is recalled (SIGINT to the CLI, which raises the recall flag) as soon
+/// A batch of two copies under a cap with room for one: the other is skipped; the one started
+/// is recalled (SIGINT to the CLI, which raises the recall flag) as soon
 /// as its job was submitted; returns seconds from the signal to the CLI's exit, after checking
 /// the copy reported itself aborted and the CLI failed (no measurement).
 async fn run_and_recall(
@@ -232,7 +237,9 @@ async fn run_and_recall(
         .arg(&jar)
         .args(["--entry-class", ENTRY])
         .args(["--profile-args", "--rate {rate} --sink discard"])
-        .args(["--rate", "100", "--config", LOW, "--jm-memory", "640m"])
+        .args(["--rate", "100", "--config", LOW, "--config", HIGH])
+        // Room for LOW (1024m + a 640m JobManager) but not for HIGH as well.
+        .args(["--jm-memory", "640m", "--cap-memory", "2g"])
         .args(["--rest-ports", &rest_ports, "--rpc-ports", &rpc_ports])
         .arg("--work-dir")
         .arg(&work)
@@ -268,6 +275,11 @@ async fn run_and_recall(
     let took = signalled.elapsed().as_secs_f64();
     println!("recalled batch:\n  {}", seen.join("\n  "));
     assert!(!status.success(), "a batch without a measurement fails");
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with(&format!("skipped {}", HIGH.parse::<JobConfig>().unwrap()))),
+        "the copy over the cap is skipped: {seen:?}"
+    );
     assert!(
         seen.iter()
             .any(|l| l.contains("finished, aborted: interrupted")),

@@ -204,3 +204,44 @@ pub async fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bo
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::os::unix::process::CommandExt;
+
+    use super::*;
+
+    #[test]
+    fn processes_are_found_by_the_directory_they_name_and_not_by_a_longer_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let copy = dir.path().join("prof-b1-c1");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .env("FLINK_CONF_DIR", copy.join("conf"))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        // Until the child has exec'd, /proc shows the parent's environment.
+        let found = (0..100).any(|_| {
+            std::thread::sleep(Duration::from_millis(20));
+            processes_naming(&copy).contains(&pid)
+        });
+        assert!(found);
+        assert!(!processes_naming(&dir.path().join("prof-b1-c")).contains(&pid));
+        signal_group(pid, Signal::KILL);
+        child.wait().unwrap();
+        assert!(!processes_naming(&copy).contains(&pid));
+    }
+
+    #[test]
+    fn a_listening_port_is_busy_and_free_once_closed() {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        assert!(!port_free(port));
+        assert_eq!(busy_ports([port].into_iter()), vec![port]);
+        drop(listener);
+        assert!(port_free(port));
+    }
+}
