@@ -18,6 +18,7 @@ use crate::executor::driver::now_ms;
 use crate::flink::ClientConfig;
 use crate::models::observations::Observation;
 use crate::models::space::JobConfig;
+use crate::policy::Action;
 use crate::{Error, Result};
 
 /// What every copy of a batch shares.
@@ -73,6 +74,28 @@ pub struct BatchRequest {
     pub rate: f64,
     /// The registered profiling arguments, e.g. `--rate {rate} --sink discard`.
     pub template: String,
+}
+
+impl BatchRequest {
+    /// The batch a policy's [`Action::Profile`] orders (`None` for other actions), with the
+    /// job's registered profiling template. Its [`BatchReport::observations`] go back through
+    /// [`crate::policy::Policy::handle_profile_results`] with the same batch number.
+    pub fn from_action(action: &Action, template: &str) -> Option<Self> {
+        match action {
+            Action::Profile {
+                batch,
+                candidates,
+                rate,
+                ..
+            } => Some(Self {
+                batch: *batch,
+                candidates: candidates.clone(),
+                rate: *rate,
+                template: template.to_string(),
+            }),
+            Action::Reconfigure { .. } => None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -177,5 +200,48 @@ async fn watch_host_memory(runtime: Arc<Runtime>, recall: Recall) {
             recall.recall("production needs the memory (host free memory below the reserve)");
             return;
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::policy::decision::{Decision, Reason};
+
+    #[test]
+    fn a_profile_action_becomes_a_batch_and_a_reconfiguration_does_not() {
+        let candidates: Vec<JobConfig> = vec!["p=2,slots=1,mem=1g,cpu=1,ckpt=10s".parse().unwrap()];
+        let decision = Decision {
+            at: Duration::from_secs(600),
+            reason: Reason::ProfileUncertain {
+                miss_probability: 0.4,
+            },
+            forecast: None,
+            chosen: None,
+            best_rejected: None,
+        };
+        let action = Action::Profile {
+            batch: 4,
+            candidates: candidates.clone(),
+            rate: 2500.0,
+            decision: decision.clone(),
+        };
+        let request = BatchRequest::from_action(&action, "--rate {rate} --sink discard").unwrap();
+        assert_eq!(
+            request,
+            BatchRequest {
+                batch: 4,
+                candidates: candidates.clone(),
+                rate: 2500.0,
+                template: "--rate {rate} --sink discard".into(),
+            }
+        );
+        let reconfigure = Action::Reconfigure {
+            to: candidates[0],
+            kind: crate::policy::ChangeKind::FullRestart,
+            decision,
+        };
+        assert_eq!(BatchRequest::from_action(&reconfigure, "x"), None);
     }
 }

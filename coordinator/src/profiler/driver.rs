@@ -300,7 +300,7 @@ impl CopyShell {
         let gone = host::wait_until(Duration::from_secs(20), || {
             let left = host::processes_naming(&dir);
             for pid in &left {
-                host::signal_group(*pid, Signal::KILL);
+                host::kill_hard(*pid);
             }
             left.is_empty()
         })
@@ -320,6 +320,7 @@ impl CopyShell {
                 false
             }
         };
+        self.runtime.host.release(&self.plan);
         tracing::info!(copy = %name, gone, ports, removed, "profiling copy torn down");
         match (gone, ports, removed) {
             (true, true, true) => Ok(()),

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group};
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use sysinfo::{ProcessRefreshKind, ProcessesToUpdate, System};
 
 use super::plan::{CopyPlan, Resources};
@@ -23,6 +23,8 @@ pub trait CopyHost: Send + Sync + std::fmt::Debug {
     fn usage(&self, plan: &CopyPlan) -> Option<Resources>;
     /// What the host can still give profiling now (`None`: only the cap limits).
     fn available(&self) -> Option<Resources>;
+    /// The copy is gone: forget what was kept for it.
+    fn release(&self, _plan: &CopyPlan) {}
 }
 
 /// Copies on this machine: `taskmanager.sh start-foreground` children per copy, CPU and RSS of
@@ -107,6 +109,15 @@ impl CopyHost for LocalHost {
         })
     }
 
+    fn release(&self, plan: &CopyPlan) {
+        if let Ok(mut map) = self.per_copy.lock() {
+            map.remove(&plan.name);
+        }
+        if let Ok(mut map) = self.backends.lock() {
+            map.remove(&plan.name);
+        }
+    }
+
     fn available(&self) -> Option<Resources> {
         let mut system = self.system.lock().ok()?;
         system.refresh_memory();
@@ -149,6 +160,14 @@ pub fn spawn_jobmanager(flink_home: &Path, plan: &CopyPlan) -> Result<tokio::pro
 pub fn signal_group(pgid: u32, signal: Signal) {
     if let Some(pid) = i32::try_from(pgid).ok().and_then(Pid::from_raw) {
         let _ = kill_process_group(pid, signal);
+    }
+}
+
+/// SIGKILLs a process and, if it leads one, its process group.
+pub fn kill_hard(pid: u32) {
+    if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+        let _ = kill_process(p, Signal::KILL);
+        let _ = kill_process_group(p, Signal::KILL);
     }
 }
 
