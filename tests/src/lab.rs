@@ -63,16 +63,21 @@ impl Lab {
 
     /// Starts (JobManager only) and returns the `env` exports; stopped when the guard drops.
     pub fn start(&self, cluster: &str, rest: u16, rpc: u16) -> ClusterGuard<'_> {
-        self.run(&[
-            "start",
-            cluster,
-            "--rest-port",
-            &rest.to_string(),
-            "--rpc-port",
-            &rpc.to_string(),
-            "--taskmanagers",
-            "0",
-        ]);
+        self.start_with(cluster, rest, rpc, &["--taskmanagers", "0"])
+    }
+
+    /// Starts with further `flink-lab.sh start` options (e.g. `--taskmanagers 1 --slots 2`).
+    pub fn start_with(
+        &self,
+        cluster: &str,
+        rest: u16,
+        rpc: u16,
+        options: &[&str],
+    ) -> ClusterGuard<'_> {
+        let (rest, rpc) = (rest.to_string(), rpc.to_string());
+        let mut args = vec!["start", cluster, "--rest-port", &rest, "--rpc-port", &rpc];
+        args.extend_from_slice(options);
+        self.run(&args);
         let env = self
             .run(&["env", cluster])
             .split_whitespace()

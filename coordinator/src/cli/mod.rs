@@ -7,6 +7,7 @@ mod job;
 mod job_remote;
 mod job_render;
 mod model;
+mod profile;
 mod remote;
 mod serve;
 mod simulate;
@@ -41,6 +42,9 @@ enum Command {
     Job(job::JobArgs),
     /// Fit the job models offline from observations and query them (fit, predict, pareto).
     Model(model::ModelArgs),
+    /// Run one profiling batch on real Flink: a small separate cluster per candidate
+    /// configuration, measured, failure-injected and torn down; writes observations.
+    Profile(profile::ProfileArgs),
     /// Replay a rate trace through the digital twin under a policy (static, reactive,
     /// demeter, oracle, or all) and report cost, QoS, recoveries and changes.
     Simulate(simulate::SimulateArgs),
@@ -60,5 +64,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Model(args) => model::run(args),
         Command::Job(args) => job::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Profile(args) => profile::run(args),
     }
 }
