@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use demeter_common::protocol::TaskManagerSpec;
 use demeter_coordinator::executor::driver::now_ms;
 use demeter_coordinator::flink::{FlinkClient, JobId, JobState, SavepointFormat, StopRequest};
 
@@ -133,4 +134,27 @@ pub async fn stop_and_check_exactly_once(
     );
     let value: serde_json::Value = serde_json::from_str(&summary).unwrap();
     value["records"].as_u64().unwrap()
+}
+
+/// Flink lists exactly these TaskManagers (id, slots, process memory).
+pub async fn assert_registered_taskmanagers(client: &FlinkClient, specs: &[TaskManagerSpec]) {
+    let mut want: Vec<_> = specs
+        .iter()
+        .map(|s| (s.id.clone(), s.slots, u64::from(s.process_memory_mb)))
+        .collect();
+    want.sort();
+    let mut got: Vec<_> = client
+        .taskmanagers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| {
+            let mb = t
+                .memory_configuration
+                .map_or(0, |m| m.total_process_memory >> 20);
+            (t.id.0, t.slots_number, mb)
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, want, "registered TaskManagers");
 }

@@ -32,6 +32,22 @@ impl Lab {
         })
     }
 
+    /// REST and RPC ports for a test's cluster: `<prefix>_REST_PORT` / `<prefix>_RPC_PORT` from
+    /// the environment, else the defaults (each test has its own, so tests can run side by
+    /// side).
+    pub fn ports(prefix: &str, rest: u16, rpc: u16) -> (u16, u16) {
+        let port = |var: String, default: u16| {
+            std::env::var(var)
+                .ok()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(default)
+        };
+        (
+            port(format!("{prefix}_REST_PORT"), rest),
+            port(format!("{prefix}_RPC_PORT"), rpc),
+        )
+    }
+
     pub fn run(&self, args: &[&str]) -> String {
         let out = Command::new("bash")
             .arg(&self.script)

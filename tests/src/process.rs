@@ -212,18 +212,25 @@ pub fn log_field(log: &str, marker: &str, field: &str) -> Option<u64> {
 /// `demeter-coordinator job --coordinator 127.0.0.1:PORT` with the `name` certificate (role
 /// `cli` to be let in); append the subcommand.
 pub fn job_cli(pki: &Pki, name: &str, port: u16) -> Command {
+    let mut command = coordinator_cli(pki, name, "job");
+    command
+        .args(["--coordinator", &format!("127.0.0.1:{port}")])
+        .env_remove("DEMETER_FAILPOINT");
+    command
+}
+
+/// `demeter-coordinator <subcommand> --ca … --cert … --key …` with the `name` certificate.
+pub fn coordinator_cli(pki: &Pki, name: &str, subcommand: &str) -> Command {
     let tls = pki.paths(name);
     let mut command = Command::new(binary("demeter-coordinator"));
     command
-        .arg("job")
-        .args(["--coordinator", &format!("127.0.0.1:{port}")])
+        .arg(subcommand)
         .arg("--ca")
         .arg(&tls.ca)
         .arg("--cert")
         .arg(&tls.cert)
         .arg("--key")
         .arg(&tls.key)
-        .env_remove("RUST_BACKTRACE")
-        .env_remove("DEMETER_FAILPOINT");
+        .env_remove("RUST_BACKTRACE");
     command
 }

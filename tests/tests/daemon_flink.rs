@@ -49,16 +49,7 @@ async fn daemon_reconfigures_with_agent_run_taskmanagers() {
             return;
         }
     };
-    let port = |var: &str, default: u16| {
-        std::env::var(var)
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(default)
-    };
-    let (rest, rpc) = (
-        port("DEMETER_DAEMON_REST_PORT", 18391),
-        port("DEMETER_DAEMON_RPC_PORT", 16391),
-    );
+    let (rest, rpc) = Lab::ports("DEMETER_DAEMON", 18391, 16391);
     let jar = lab.bench_jar();
     // A run interrupted before its guards ran may have left the cluster and TaskManagers with
     // this job's ids (they would register twice): stop whatever uses the cluster's conf dir.

@@ -14,7 +14,7 @@ use demeter_common::protocol::jobs::{JobDetails, OperationSummary, OutcomeSummar
 use demeter_coordinator::executor::plan;
 use demeter_coordinator::flink::{ClientConfig, FlinkClient, JobId};
 use demeter_coordinator::models::space::JobConfig;
-use demeter_tests::flink_checks::UpMonitor;
+use demeter_tests::flink_checks::{UpMonitor, assert_registered_taskmanagers};
 use demeter_tests::process::{Daemon, job_cli, start_agent_with, start_coordinator_with};
 use demeter_tests::{Pki, Scratch, free_udp_port};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -258,26 +258,7 @@ impl Rig {
     /// descendant) and, where the host allows cgroups, under the configuration's CPU quota.
     pub async fn assert_agent_runs(&self, config: &JobConfig) {
         let specs = plan::taskmanager_specs(JOB, CLUSTER, config);
-        let mut want: Vec<_> = specs
-            .iter()
-            .map(|s| (s.id.clone(), s.slots, u64::from(s.process_memory_mb)))
-            .collect();
-        want.sort();
-        let mut got: Vec<_> = self
-            .client
-            .taskmanagers()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| {
-                let mb = t
-                    .memory_configuration
-                    .map_or(0, |m| m.total_process_memory >> 20);
-                (t.id.0, t.slots_number, mb)
-            })
-            .collect();
-        got.sort();
-        assert_eq!(got, want, "registered TaskManagers");
+        assert_registered_taskmanagers(&self.client, &specs).await;
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
         let limiter = CpuLimiter::detect(std::path::Path::new("/sys/fs/cgroup"), &own);
         for spec in &specs {

@@ -17,7 +17,8 @@ use demeter_coordinator::flink::{ClientConfig, FlinkClient, JobId, JobState, Ver
 use demeter_coordinator::models::space::JobConfig;
 use demeter_coordinator::store::Store;
 use demeter_tests::flink_checks::{
-    UpMonitor, assert_one_running_and_every_stop_saved, stop_and_check_exactly_once,
+    UpMonitor, assert_one_running_and_every_stop_saved, assert_registered_taskmanagers,
+    stop_and_check_exactly_once,
 };
 use demeter_tests::lab::{ClusterGuard, Lab};
 use demeter_tests::{Scratch, binary};
@@ -188,26 +189,8 @@ impl Bench {
     }
 
     pub async fn expect_taskmanagers(&self, config: &JobConfig) {
-        let mut want: Vec<_> = plan::taskmanager_specs("bench", "default", config)
-            .into_iter()
-            .map(|s| (s.id, s.slots, u64::from(s.process_memory_mb)))
-            .collect();
-        want.sort();
-        let mut got: Vec<_> = self
-            .client
-            .taskmanagers()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| {
-                let mb = t
-                    .memory_configuration
-                    .map_or(0, |m| m.total_process_memory >> 20);
-                (t.id.0, t.slots_number, mb)
-            })
-            .collect();
-        got.sort();
-        assert_eq!(got, want);
+        let specs = plan::taskmanager_specs("bench", "default", config);
+        assert_registered_taskmanagers(&self.client, &specs).await;
     }
 
     pub async fn kill_taskmanager(&self, victim: &str) -> Recovery {
