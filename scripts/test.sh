@@ -55,7 +55,12 @@ scripts/flink-lab.sh start ci --rest-port 18091 --rpc-port 16191 --taskmanagers 
 eval "$(scripts/flink-lab.sh env ci)"
 export DEMETER_FLINK_REST=$FLINK_REST_URL
 # The executor test (tests/tests/executor_flink.rs) starts its own JobManager from this lab on
-# REST 18291 / RPC 16291 and runs its TaskManagers itself.
+# REST 18291 / RPC 16291 and runs its TaskManagers itself; the daemon test
+# (tests/tests/daemon_flink.rs) starts one on REST 18391 / RPC 16391 whose TaskManagers a real
+# agent runs on the coordinator daemon's orders (~3 min).
+# The profiling test (tests/tests/profiling_flink.rs, ~3.5 min) starts a production cluster on
+# REST 18491 / RPC 16491 and runs a batch of two profiling copies on REST 18500-18519 / RPC
+# 16500-16519.
 export DEMETER_LAB="$PWD/.lab"
 
 step "cargo test (workspace)"

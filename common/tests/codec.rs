@@ -3,6 +3,7 @@
 use demeter_common::Error;
 use demeter_common::codec::{self, check_preamble, decode_frame, encode_frame, preamble};
 use demeter_common::metrics::{HeapSample, HostSample, JvmSample, Sample};
+use demeter_common::protocol::jobs::{ConfigChange, JobApply};
 use demeter_common::protocol::*;
 use proptest::prelude::*;
 
@@ -93,6 +94,21 @@ fn arb_agent_message() -> impl Strategy<Value = AgentMessage> {
         )),
         proptest::option::of("[a-z0-9-]{0,20}")
             .prop_map(|after| AgentMessage::FleetQuery(FleetQuery { after, limit: 7 })),
+        (
+            "[a-z0-9-]{0,20}",
+            any::<u32>(),
+            proptest::option::of(1u32..64)
+        )
+            .prop_map(
+                |(job, deadline, parallelism)| AgentMessage::Job(JobRequest::Apply(JobApply {
+                    job,
+                    change: ConfigChange {
+                        parallelism,
+                        ..ConfigChange::default()
+                    },
+                    deadline_ms: u64::from(deadline),
+                }))
+            ),
     ]
 }
 

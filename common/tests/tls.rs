@@ -46,3 +46,25 @@ fn pki_directory_refuses_to_overwrite() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_stateless_reset_key_survives_a_restart_and_is_per_node() {
+    let now = OffsetDateTime::now_utc();
+    let ca = tls::generate_ca("test", now - Duration::hours(1), now + Duration::days(1)).unwrap();
+    let issue = || {
+        tls::issue_cert(
+            &ca,
+            "coordinator",
+            Role::Coordinator,
+            now - Duration::hours(1),
+            now + Duration::days(1),
+        )
+        .unwrap()
+    };
+    let (pem, other) = (issue(), issue());
+    let load = |pem| NodeIdentity::from_pem(&ca.cert_pem, pem).unwrap();
+    // The same key loaded again (a restarted process): the same seed; another node's differs.
+    let seed = tls::reset_key_seed(&load(&pem));
+    assert_eq!(seed, tls::reset_key_seed(&load(&pem)));
+    assert_ne!(seed, tls::reset_key_seed(&load(&other)));
+}

@@ -30,14 +30,53 @@ pub struct CoordinatorConfig {
     pub executor: ExecutorConfig,
 }
 
-/// Where the executor runs TaskManagers (the `[executor]` table).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+/// Where the executor runs TaskManagers, and how the daemon watches jobs (the `[executor]`
+/// table).
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ExecutorConfig {
     /// Cluster name carried in TaskManager specs; the agents map it to a Flink home.
     pub cluster: Option<String>,
     /// Agents that run TaskManagers, in placement order; empty means every connected agent.
     pub agents: Vec<String>,
+    /// At start, how long to wait for `agents` to reconnect before resuming operations left
+    /// in flight without them (their TaskManager steps then fail and roll back, retried).
+    pub resume_wait_secs: u64,
+    #[serde(default)]
+    pub watchdog: WatchdogConfig,
+}
+
+impl Default for ExecutorConfig {
+    fn default() -> Self {
+        Self {
+            cluster: None,
+            agents: Vec::new(),
+            resume_wait_secs: 120,
+            watchdog: WatchdogConfig::default(),
+        }
+    }
+}
+
+/// The job watchdog (the `[executor.watchdog]` table): a registered job that is neither
+/// RUNNING nor under an operation for `grace_secs` is restarted from its newest snapshot.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WatchdogConfig {
+    pub enabled: bool,
+    /// Lets Flink's own restart strategy work first.
+    pub grace_secs: u64,
+    /// Seconds between two looks at every job.
+    pub interval_secs: u64,
+}
+
+impl Default for WatchdogConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            grace_secs: 60,
+            interval_secs: 5,
+        }
+    }
 }
 
 /// How the coordinator reaches Flink (the `[flink]` table).

@@ -9,6 +9,7 @@ pub mod ingest;
 pub mod models;
 pub mod observe;
 pub mod policy;
+pub mod profiler;
 pub mod store;
 pub mod trace;
 pub mod twin;

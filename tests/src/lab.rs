@@ -32,6 +32,22 @@ impl Lab {
         })
     }
 
+    /// REST and RPC ports for a test's cluster: `<prefix>_REST_PORT` / `<prefix>_RPC_PORT` from
+    /// the environment, else the defaults (each test has its own, so tests can run side by
+    /// side).
+    pub fn ports(prefix: &str, rest: u16, rpc: u16) -> (u16, u16) {
+        let port = |var: String, default: u16| {
+            std::env::var(var)
+                .ok()
+                .and_then(|p| p.parse().ok())
+                .unwrap_or(default)
+        };
+        (
+            port(format!("{prefix}_REST_PORT"), rest),
+            port(format!("{prefix}_RPC_PORT"), rpc),
+        )
+    }
+
     pub fn run(&self, args: &[&str]) -> String {
         let out = Command::new("bash")
             .arg(&self.script)
@@ -63,16 +79,21 @@ impl Lab {
 
     /// Starts (JobManager only) and returns the `env` exports; stopped when the guard drops.
     pub fn start(&self, cluster: &str, rest: u16, rpc: u16) -> ClusterGuard<'_> {
-        self.run(&[
-            "start",
-            cluster,
-            "--rest-port",
-            &rest.to_string(),
-            "--rpc-port",
-            &rpc.to_string(),
-            "--taskmanagers",
-            "0",
-        ]);
+        self.start_with(cluster, rest, rpc, &["--taskmanagers", "0"])
+    }
+
+    /// Starts with further `flink-lab.sh start` options (e.g. `--taskmanagers 1 --slots 2`).
+    pub fn start_with(
+        &self,
+        cluster: &str,
+        rest: u16,
+        rpc: u16,
+        options: &[&str],
+    ) -> ClusterGuard<'_> {
+        let (rest, rpc) = (rest.to_string(), rpc.to_string());
+        let mut args = vec!["start", cluster, "--rest-port", &rest, "--rpc-port", &rpc];
+        args.extend_from_slice(options);
+        self.run(&args);
         let env = self
             .run(&["env", cluster])
             .split_whitespace()

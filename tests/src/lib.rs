@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod flink_checks;
 pub mod lab;
 pub mod peers;
 pub mod process;

@@ -1,7 +1,6 @@
 //! QUIC peers the daemons must cope with: well-behaved ones and deliberately bad ones.
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::sync::Arc;
 
 use demeter_common::protocol::{
@@ -10,7 +9,7 @@ use demeter_common::protocol::{
 use demeter_common::tls::{self, NodeIdentity};
 use demeter_common::transport;
 
-use crate::{Pki, binary};
+use crate::Pki;
 
 pub fn endpoint(config: quinn::ClientConfig) -> quinn::Endpoint {
     let mut endpoint = quinn::Endpoint::client(SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
@@ -115,16 +114,8 @@ pub async fn close_reason(connection: &quinn::Connection) -> (u64, String) {
 
 /// The fleet as `demeter-coordinator agents --json` prints it.
 pub fn fleet(pki: &Pki, addr: SocketAddr) -> Vec<AgentSummary> {
-    let tls = pki.paths("cli");
-    let output = Command::new(binary("demeter-coordinator"))
-        .args(["agents", "--json", "--addr", &addr.to_string()])
-        .arg("--ca")
-        .arg(&tls.ca)
-        .arg("--cert")
-        .arg(&tls.cert)
-        .arg("--key")
-        .arg(&tls.key)
-        .env_remove("RUST_BACKTRACE")
+    let output = crate::process::coordinator_cli(pki, "cli", "agents")
+        .args(["--json", "--addr", &addr.to_string()])
         .output()
         .unwrap();
     assert!(

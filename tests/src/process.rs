@@ -16,6 +16,16 @@ pub struct Daemon {
 
 impl Daemon {
     fn spawn(name: &str, program: &str, args: &[&str], log: PathBuf) -> Self {
+        Self::spawn_env(name, program, args, log, &[])
+    }
+
+    fn spawn_env(
+        name: &str,
+        program: &str,
+        args: &[&str],
+        log: PathBuf,
+        env: &[(&str, &str)],
+    ) -> Self {
         let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -23,6 +33,7 @@ impl Daemon {
             .unwrap();
         let child = Command::new(binary(program))
             .args(args)
+            .envs(env.iter().copied())
             .env_remove("RUST_BACKTRACE")
             .stdin(Stdio::null())
             .stdout(file.try_clone().unwrap())
@@ -113,12 +124,24 @@ impl Drop for Daemon {
 }
 
 pub fn start_coordinator(dir: &Path, pki: &Pki, port: u16) -> Daemon {
+    start_coordinator_with(dir, pki, port, "", &[])
+}
+
+/// [`start_coordinator`] with more TOML appended to its config (`[flink]`, `[executor]`) and
+/// extra environment (e.g. `DEMETER_FAILPOINT`).
+pub fn start_coordinator_with(
+    dir: &Path,
+    pki: &Pki,
+    port: u16,
+    extra_toml: &str,
+    env: &[(&str, &str)],
+) -> Daemon {
     let config = dir.join("coordinator.toml");
     let tls = pki.paths("coordinator");
     std::fs::write(
         &config,
         format!(
-            "listen = \"127.0.0.1:{port}\"\nstore = \"{}\"\nlog = \"info,quinn=warn\"\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n",
+            "listen = \"127.0.0.1:{port}\"\nstore = \"{}\"\nlog = \"info,quinn=warn\"\n[tls]\nca = \"{}\"\ncert = \"{}\"\nkey = \"{}\"\n{extra_toml}",
             dir.join("store.redb").display(),
             tls.ca.display(),
             tls.cert.display(),
@@ -130,11 +153,12 @@ pub fn start_coordinator(dir: &Path, pki: &Pki, port: u16) -> Daemon {
     let before = std::fs::read_to_string(&log)
         .map(|t| t.matches("coordinator listening").count())
         .unwrap_or(0);
-    let daemon = Daemon::spawn(
+    let daemon = Daemon::spawn_env(
         "coordinator",
         "demeter-coordinator",
         &["run", "--config", config.to_str().unwrap()],
         log,
+        env,
     );
     daemon.wait_for_log("coordinator listening", before + 1, Duration::from_secs(20));
     daemon
@@ -183,4 +207,30 @@ pub fn log_field(log: &str, marker: &str, field: &str) -> Option<u64> {
         .next()?
         .parse()
         .ok()
+}
+
+/// `demeter-coordinator job --coordinator 127.0.0.1:PORT` with the `name` certificate (role
+/// `cli` to be let in); append the subcommand.
+pub fn job_cli(pki: &Pki, name: &str, port: u16) -> Command {
+    let mut command = coordinator_cli(pki, name, "job");
+    command
+        .args(["--coordinator", &format!("127.0.0.1:{port}")])
+        .env_remove("DEMETER_FAILPOINT");
+    command
+}
+
+/// `demeter-coordinator <subcommand> --ca … --cert … --key …` with the `name` certificate.
+pub fn coordinator_cli(pki: &Pki, name: &str, subcommand: &str) -> Command {
+    let tls = pki.paths(name);
+    let mut command = Command::new(binary("demeter-coordinator"));
+    command
+        .arg(subcommand)
+        .arg("--ca")
+        .arg(&tls.ca)
+        .arg("--cert")
+        .arg(&tls.cert)
+        .arg("--key")
+        .arg(&tls.key)
+        .env_remove("RUST_BACKTRACE");
+    command
 }

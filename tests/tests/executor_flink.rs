@@ -36,16 +36,7 @@ async fn executor_on_real_flink() {
             return;
         }
     };
-    let port = |var: &str, default: u16| {
-        std::env::var(var)
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(default)
-    };
-    let (rest, rpc) = (
-        port("DEMETER_EXECUTOR_REST_PORT", 18291),
-        port("DEMETER_EXECUTOR_RPC_PORT", 16291),
-    );
+    let (rest, rpc) = Lab::ports("DEMETER_EXECUTOR", 18291, 16291);
     let jar = lab.bench_jar();
     let cluster = lab.start("executor-test", rest, rpc);
     let mut bench = Bench::new(&lab, &cluster, &jar, rest).await;

@@ -7,10 +7,11 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use clap::Args;
 use demeter_common::protocol::{
-    AgentMessage, AgentSummary, Capability, CoordinatorMessage, FleetQuery, Hello, MAX_FLEET_PAGE,
+    AgentMessage, AgentSummary, Capability, CoordinatorMessage, FleetQuery, MAX_FLEET_PAGE,
 };
-use demeter_common::tls::{self, NodeIdentity, TlsPaths};
-use demeter_common::transport;
+use demeter_common::tls::TlsPaths;
+
+use super::remote::Session;
 
 #[derive(Debug, Args)]
 pub struct AgentsArgs {
@@ -43,36 +44,26 @@ pub fn run(args: AgentsArgs) -> anyhow::Result<()> {
 }
 
 async fn query(args: AgentsArgs) -> anyhow::Result<()> {
-    let identity = NodeIdentity::load(&TlsPaths {
+    let tls = TlsPaths {
         ca: args.ca,
         cert: args.cert,
         key: args.key,
-    })?;
-    let mut endpoint = quinn::Endpoint::client(SocketAddr::from(([0, 0, 0, 0], 0)))?;
-    endpoint.set_default_client_config(tls::client_config(&identity)?);
-    let connection = endpoint
-        .connect(args.addr, &args.server_name)?
-        .await
-        .with_context(|| format!("connecting to {}", args.addr))?;
-    let (mut send, mut recv) = connection.open_bi().await?;
-    transport::write_preamble(&mut send).await?;
-    let hello = Hello {
-        boot_id: 0,
-        software: format!("demeter-coordinator-cli {}", env!("CARGO_PKG_VERSION")),
-        capabilities: vec![Capability::FleetQuery],
     };
-    transport::write_frame(&mut send, &AgentMessage::Hello(hello)).await?;
-    transport::read_preamble(&mut recv)
-        .await
-        .context("the coordinator refused us")?;
+    let mut session = Session::connect(
+        args.addr,
+        &args.server_name,
+        tls,
+        vec![Capability::FleetQuery],
+    )
+    .await?;
     let mut fleet = Vec::new();
     loop {
         let query = FleetQuery {
             after: fleet.last().map(|a: &AgentSummary| a.name.clone()),
             limit: MAX_FLEET_PAGE,
         };
-        transport::write_frame(&mut send, &AgentMessage::FleetQuery(query)).await?;
-        let page = match transport::expect_frame::<CoordinatorMessage>(&mut recv).await? {
+        session.send(&AgentMessage::FleetQuery(query)).await?;
+        let page = match session.next().await? {
             CoordinatorMessage::Fleet(page) => page,
             other => bail!("unexpected answer: {other:?}"),
         };
@@ -82,7 +73,7 @@ async fn query(args: AgentsArgs) -> anyhow::Result<()> {
             break;
         }
     }
-    connection.close(0u32.into(), b"done");
+    session.close().await;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&fleet)?);
     } else {
@@ -126,6 +117,5 @@ async fn query(args: AgentsArgs) -> anyhow::Result<()> {
         }
         println!("{} agent(s) connected", fleet.len());
     }
-    endpoint.wait_idle().await;
     Ok(())
 }

@@ -1,41 +1,78 @@
 //! `demeter-coordinator job …`: register a Flink job, apply a configuration by hand (with
-//! progress while savepoints and restarts run), show a job, resume operations in flight.
+//! progress while savepoints and restarts run), show and list jobs, resume operations in
+//! flight.
 //!
-//! Without agents the TaskManagers run on this host as `taskmanager.sh start-foreground`
-//! processes of the cluster named by `FLINK_HOME`/`FLINK_CONF_DIR`/`FLINK_LOG_DIR` (what
-//! `scripts/flink-lab.sh env NAME` exports).
+//! Two modes. With `--coordinator ADDR` (or `DEMETER_COORDINATOR`) the request goes over QUIC
+//! to the running coordinator daemon, which owns the executor: the agents start and stop the
+//! TaskManagers, the daemon journals every step, resumes after its own restart and watches
+//! the job afterwards. Without it, the executor runs inside this process (local mode, for labs
+//! without agents): the TaskManagers are `taskmanager.sh start-foreground` processes of the
+//! cluster named by `FLINK_HOME`/`FLINK_CONF_DIR`/`FLINK_LOG_DIR` (what `scripts/flink-lab.sh
+//! env NAME` exports), and the store is opened directly (not while a daemon holds it).
 //!
-//! Failpoint for crash tests: `DEMETER_FAILPOINT=after-step:<step>` kills this process with
-//! SIGKILL right after the journal recorded `<step>` as done; `in-step:<step>` right after the
-//! step's first action was carried out, before its answer is journaled. Steps: stop,
-//! resolve-stop, taskmanagers, wait-taskmanagers, submit, wait-running, rescale, stop-new,
-//! cancel-new, restore-point.
+//! Failpoints for crash tests (local mode and the daemon): see [`super::failpoint`].
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
+use demeter_common::protocol::jobs::{ConfigChange, MAX_SHOW_OPERATIONS};
 use demeter_coordinator::executor::driver::{Driver, Observer, now_ms};
 use demeter_coordinator::executor::journal::{JobRecord, Journal};
+use demeter_coordinator::executor::service::wire;
 use demeter_coordinator::executor::taskmanagers::{LocalPaths, LocalTaskManagers};
-use demeter_coordinator::executor::{Effect, Operation, Outcome, Phase, Step};
+use demeter_coordinator::executor::{Effect, Operation, Step};
 use demeter_coordinator::flink::{ClientConfig, FlinkClient};
-use demeter_coordinator::models::space::{JobConfig, SearchSpace};
+use demeter_coordinator::models::space::{SearchSpace, apply_change, parse_change};
 use demeter_coordinator::store::Store;
 
+use super::failpoint::Failpoint;
+use super::{job_remote, job_render};
+
 #[derive(Debug, Args)]
+#[command(
+    after_long_help = "Against the daemon (agents run the TaskManagers):\n  \
+    demeter-coordinator job --coordinator 10.0.0.1:7443 --ca ca.pem --cert op.pem --key op.key \\\n    \
+    apply --name bench --parallelism 4\n\
+    Local mode (no --coordinator; TaskManagers are this host's processes):\n  \
+    eval \"$(scripts/flink-lab.sh env lab)\"; demeter-coordinator job --store lab.redb apply --name bench --parallelism 4"
+)]
 pub struct JobArgs {
     #[command(flatten)]
     env: JobEnv,
+    #[command(flatten)]
+    remote: RemoteArgs,
     #[command(subcommand)]
     command: JobCommand,
 }
 
-/// Where the store, Flink and the local TaskManagers are.
+/// Where the daemon is, and the `cli` certificate to talk to it with.
+#[derive(Debug, Args)]
+pub(super) struct RemoteArgs {
+    /// The running coordinator daemon's QUIC address. Given: the daemon carries the request
+    /// out (its agents run the TaskManagers). Not given: local mode, the executor runs here.
+    #[arg(long, global = true, env = "DEMETER_COORDINATOR")]
+    pub coordinator: Option<SocketAddr>,
+    /// The name in the coordinator's certificate.
+    #[arg(long, global = true, default_value = "coordinator")]
+    pub server_name: String,
+    /// The cluster CA certificate (with --coordinator).
+    #[arg(long, global = true, env = "DEMETER_CA")]
+    pub ca: Option<PathBuf>,
+    /// A certificate with role `cli` (`certs issue --role cli`).
+    #[arg(long, global = true, env = "DEMETER_CERT")]
+    pub cert: Option<PathBuf>,
+    /// Its private key.
+    #[arg(long, global = true, env = "DEMETER_KEY")]
+    pub key: Option<PathBuf>,
+}
+
+/// Local mode: where the store, Flink and the local TaskManagers are.
 #[derive(Debug, Args)]
 struct JobEnv {
-    /// The coordinator's store (redb file) holding jobs and operations.
+    /// Local mode: the store (redb file) holding jobs and operations.
     #[arg(
         long,
         global = true,
@@ -66,7 +103,7 @@ struct JobEnv {
 }
 
 #[derive(Debug, Subcommand)]
-enum JobCommand {
+pub(super) enum JobCommand {
     /// Register a job (or update how it is submitted; what runs is kept).
     Register(RegisterArgs),
     /// Reconfigure a job (or deploy it the first time); unset values keep the current ones.
@@ -77,41 +114,52 @@ enum JobCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+        /// The newest operations shown.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=i64::from(MAX_SHOW_OPERATIONS)))]
+        operations: u32,
     },
-    /// Resume, or roll back, every operation a previous run left in flight.
+    /// Every registered job and what it runs.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Local mode: resume, or roll back, every operation a previous run left in flight (the
+    /// daemon does this by itself when it starts).
     Resume,
 }
 
 #[derive(Debug, Args)]
-struct RegisterArgs {
+pub(super) struct RegisterArgs {
     #[arg(long)]
-    name: String,
-    /// The job's jar (uploaded to Flink at the first submission of each run).
+    pub name: String,
+    /// The job's jar (uploaded to Flink at the first submission of each run); with
+    /// --coordinator, a path on the coordinator's host.
     #[arg(long)]
-    jar: PathBuf,
+    pub jar: PathBuf,
     #[arg(long)]
-    entry_class: String,
+    pub entry_class: String,
     /// End-to-end latency objective, ms.
     #[arg(long)]
-    qos_latency_ms: Option<u64>,
+    pub qos_latency_ms: Option<u64>,
     /// Recovery-time objective, s.
     #[arg(long)]
-    qos_recovery_s: Option<u64>,
+    pub qos_recovery_s: Option<u64>,
     /// Search space (TOML, see `model` commands).
     #[arg(long)]
-    space: Option<PathBuf>,
+    pub space: Option<PathBuf>,
     /// `file:///…` directory for savepoints (default: the cluster's).
     #[arg(long)]
-    savepoint_dir: Option<String>,
+    pub savepoint_dir: Option<String>,
     /// Program arguments; everything after `--args` (put it last).
     #[arg(long, num_args = 1.., allow_hyphen_values = true)]
-    args: Vec<String>,
+    pub args: Vec<String>,
 }
 
 #[derive(Debug, Args)]
-struct ApplyArgs {
+pub(super) struct ApplyArgs {
     #[arg(long)]
-    name: String,
+    pub name: String,
     #[arg(long)]
     parallelism: Option<u32>,
     /// TaskManager process memory, e.g. `1536m` or `2g`.
@@ -126,14 +174,54 @@ struct ApplyArgs {
     /// Checkpoint interval, e.g. `20s`.
     #[arg(long)]
     checkpoint_interval: Option<String>,
+    /// With --coordinator: the daemon refuses to start the operation if the request reaches
+    /// it later than this many seconds from now.
+    #[arg(long, default_value_t = 60)]
+    pub start_within: u64,
+}
+
+impl ApplyArgs {
+    /// The values given; the others keep the job's current ones.
+    pub fn change(&self) -> anyhow::Result<ConfigChange> {
+        let given = [
+            ("p", self.parallelism.map(|v| v.to_string())),
+            ("slots", self.slots.map(|v| v.to_string())),
+            ("mem", self.tm_memory.clone()),
+            ("cpu", self.tm_cpu.clone()),
+            ("ckpt", self.checkpoint_interval.clone()),
+        ];
+        let text: Vec<String> = given
+            .into_iter()
+            .filter_map(|(key, value)| value.map(|v| format!("{key}={v}")))
+            .collect();
+        if text.is_empty() {
+            bail!(
+                "nothing to apply: give at least one of --parallelism, --slots, --tm-memory, --tm-cpu, --checkpoint-interval"
+            );
+        }
+        Ok(parse_change(&text.join(","))?)
+    }
+}
+
+/// The search space file's text, checked here so a mistake is reported before anything is
+/// registered.
+pub(super) fn read_space(path: Option<&PathBuf>) -> anyhow::Result<Option<(String, SearchSpace)>> {
+    let Some(path) = path else { return Ok(None) };
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let space = SearchSpace::from_toml(&text)?;
+    Ok(Some((text, space)))
 }
 
 pub fn run(args: JobArgs) -> anyhow::Result<()> {
-    tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("starting the async runtime")?
-        .block_on(dispatch(args))
+        .context("starting the async runtime")?;
+    match args.remote.coordinator {
+        Some(_) => runtime.block_on(job_remote::dispatch(&args.remote, args.command)),
+        None => runtime.block_on(dispatch(args)),
+    }
 }
 
 fn journal(env: &JobEnv) -> anyhow::Result<Journal> {
@@ -169,44 +257,54 @@ async fn dispatch(args: JobArgs) -> anyhow::Result<()> {
     let journal = journal(&env)?;
     match args.command {
         JobCommand::Register(r) => {
-            let space = match &r.space {
-                Some(path) => {
-                    let text = std::fs::read_to_string(path)
-                        .with_context(|| format!("reading {}", path.display()))?;
-                    Some(SearchSpace::from_toml(&text)?)
-                }
-                None => None,
-            };
             let record = journal.register(&JobRecord {
+                space: read_space(r.space.as_ref())?.map(|(_, space)| space),
                 name: r.name,
                 jar: std::path::absolute(&r.jar).unwrap_or(r.jar),
                 entry_class: r.entry_class,
                 args: r.args,
                 qos_latency_ms: r.qos_latency_ms,
                 qos_recovery_s: r.qos_recovery_s,
-                space,
                 savepoint_dir: r.savepoint_dir,
                 current: None,
                 registered_ms: now_ms(),
             })?;
-            println!(
-                "registered {} ({})",
-                record.name,
-                record.current.map_or("not running".into(), |d| format!(
-                    "runs {} as {}",
-                    d.config, d.job_id
-                ))
-            );
+            job_render::registered(&wire::job(&record, None, None));
         }
         JobCommand::Apply(a) => {
             let job = journal
                 .job(&a.name)?
                 .with_context(|| format!("no registered job {}", a.name))?;
-            let to = target(&a, job.current.as_ref().map(|d| d.config))?;
+            let current = job.current.as_ref().map(|d| d.config);
+            let to = apply_change(&a.change()?, current.as_ref())?;
             let op = driver(&env, journal)?.apply(&a.name, to).await?;
             report(&op)?;
         }
-        JobCommand::Show { name, json } => show(&journal, &name, json)?,
+        JobCommand::Show {
+            name,
+            json,
+            operations,
+        } => {
+            let job = journal
+                .job(&name)?
+                .with_context(|| format!("no registered job {name}"))?;
+            let in_flight = journal.in_flight()?.into_iter().find(|o| o.job == name);
+            let summary = wire::job(&job, in_flight.map(|o| o.id), None);
+            let ops = journal.operations(&name)?;
+            job_render::details(&wire::details(summary, &ops, operations), json)?;
+        }
+        JobCommand::List { json } => {
+            let in_flight = journal.in_flight()?;
+            let jobs: Vec<_> = journal
+                .jobs()?
+                .iter()
+                .map(|j| {
+                    let op = in_flight.iter().find(|o| o.job == j.name).map(|o| o.id);
+                    wire::job(j, op, None)
+                })
+                .collect();
+            job_render::list(&jobs, json)?;
+        }
         JobCommand::Resume => {
             if journal.in_flight()?.is_empty() {
                 println!("no operation in flight");
@@ -220,160 +318,41 @@ async fn dispatch(args: JobArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The configuration to apply: given values over the current ones.
-fn target(a: &ApplyArgs, current: Option<JobConfig>) -> anyhow::Result<JobConfig> {
-    let cur = current;
-    let pick = |given: Option<String>, now: Option<String>, name: &str| {
-        given
-            .or(now)
-            .with_context(|| format!("--{name} is needed: the job does not run yet"))
-    };
-    let text = format!(
-        "p={},slots={},mem={},cpu={},ckpt={}",
-        pick(
-            a.parallelism.map(|v| v.to_string()),
-            cur.map(|c| c.parallelism.to_string()),
-            "parallelism"
-        )?,
-        pick(
-            a.slots.map(|v| v.to_string()),
-            cur.map(|c| c.slots_per_tm.to_string()),
-            "slots"
-        )?,
-        pick(
-            a.tm_memory.clone(),
-            cur.map(|c| format!("{}m", c.tm_memory_mb)),
-            "tm-memory"
-        )?,
-        pick(
-            a.tm_cpu.clone(),
-            cur.map(|c| c.tm_cpu_cores().to_string()),
-            "tm-cpu"
-        )?,
-        pick(
-            a.checkpoint_interval.clone(),
-            cur.map(|c| c.checkpoint_interval_s.to_string()),
-            "checkpoint-interval"
-        )?,
-    );
-    Ok(text.parse()?)
-}
-
 fn report(op: &Operation) -> anyhow::Result<()> {
     match op.outcome() {
-        Some(Outcome::Applied(d)) => {
-            println!("applied: {} runs {} as job {}", op.job, d.config, d.job_id)
-        }
-        Some(Outcome::RolledBack { deployment, reason }) => {
-            println!(
-                "rolled back ({reason}): {} runs {} as job {}",
-                op.job, deployment.config, deployment.job_id
-            )
-        }
-        Some(Outcome::Aborted { reason }) => println!("aborted, nothing changed: {reason}"),
-        Some(Outcome::NotStarted { reason }) => bail!("{} did not start: {reason}", op.job),
+        Some(outcome) => job_render::outcome(&op.job, &wire::outcome(outcome)),
         None => bail!("operation {} did not finish", op.id),
     }
-    Ok(())
 }
 
-fn show(journal: &Journal, name: &str, json: bool) -> anyhow::Result<()> {
-    let job = journal
-        .job(name)?
-        .with_context(|| format!("no registered job {name}"))?;
-    let ops = journal.operations(name)?;
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"job": job, "operations": ops}))?
-        );
-        return Ok(());
-    }
-    println!(
-        "job {}: {} {} {}",
-        job.name,
-        job.jar.display(),
-        job.entry_class,
-        job.args.join(" ")
-    );
-    match &job.current {
-        Some(d) => println!("runs {} as Flink job {}", d.config, d.job_id),
-        None => println!("not running"),
-    }
-    for op in ops {
-        let state = match &op.phase {
-            Phase::Finished(o) => format!("{o:?}"),
-            Phase::Forward => format!("IN FLIGHT at {}", op.step.name()),
-            Phase::RollingBack { attempt, .. } => format!(
-                "IN FLIGHT, rollback attempt {attempt} at {}",
-                op.step.name()
-            ),
-        };
-        println!(
-            "\noperation {} ({:?} → {}): {state}",
-            op.id, op.strategy, op.to
-        );
-        for line in &op.log {
-            println!(
-                "  [{:7.1}s] {}",
-                line.at_ms.saturating_sub(op.started_ms) as f64 / 1000.0,
-                line.text
-            );
-        }
-    }
-    Ok(())
-}
-
-/// Prints each new history line with its time since the operation started, and fires the
-/// `DEMETER_FAILPOINT` crash when its point is reached.
+/// Prints the operation's progress as it is journaled (the same lines the daemon streams),
+/// and fires the `DEMETER_FAILPOINT` crash when its point is reached.
 #[derive(Debug)]
 struct Progress {
-    printed: Mutex<(u64, usize)>,
-    failpoint: Option<String>,
+    progress: Mutex<wire::Progress>,
+    failpoint: Failpoint,
 }
 
 impl Progress {
     fn from_env() -> Self {
         Self {
-            printed: Mutex::new((0, 0)),
-            failpoint: std::env::var("DEMETER_FAILPOINT")
-                .ok()
-                .filter(|f| !f.is_empty()),
-        }
-    }
-
-    fn crash_if(&self, point: &str) {
-        if self.failpoint.as_deref() == Some(point) {
-            eprintln!("failpoint {point}: SIGKILL");
-            let _ = rustix::process::kill_process(
-                rustix::process::getpid(),
-                rustix::process::Signal::KILL,
-            );
+            progress: Mutex::new(wire::Progress::default()),
+            failpoint: Failpoint::from_env(),
         }
     }
 }
 
 impl Observer for Progress {
     fn journaled(&self, op: &Operation, finished: Option<Step>) {
-        if let Ok(mut printed) = self.printed.lock() {
-            if printed.0 != op.id {
-                *printed = (op.id, 0);
+        if let Ok(mut progress) = self.progress.lock() {
+            for event in progress.events(op, finished) {
+                job_render::progress(&event);
             }
-            for line in op.log.iter().skip(printed.1) {
-                println!(
-                    "[{:7.1}s] {}",
-                    line.at_ms.saturating_sub(op.started_ms) as f64 / 1000.0,
-                    line.text
-                );
-            }
-            printed.1 = op.log.len();
         }
-        if let Some(step) = finished {
-            self.crash_if(&format!("after-step:{}", step.name()));
-        }
+        self.failpoint.journaled(op, finished);
     }
 
-    fn effect_done(&self, op: &Operation, _effect: &Effect) {
-        self.crash_if(&format!("in-step:{}", op.step.name()));
+    fn effect_done(&self, op: &Operation, effect: &Effect) {
+        self.failpoint.effect_done(op, effect);
     }
 }

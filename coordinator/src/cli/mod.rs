@@ -2,8 +2,13 @@
 
 mod agents;
 mod certs;
+mod failpoint;
 mod job;
+mod job_remote;
+mod job_render;
 mod model;
+mod profile;
+mod remote;
 mod serve;
 mod simulate;
 mod simulate_output;
@@ -31,10 +36,15 @@ enum Command {
     Certs(certs::CertsArgs),
     /// List the agents connected to a running coordinator.
     Agents(agents::AgentsArgs),
-    /// Register Flink jobs and reconfigure them safely (savepoint, restart, rollback).
+    /// Register Flink jobs and reconfigure them safely (savepoint, restart, rollback): through
+    /// the running daemon with --coordinator (agents run the TaskManagers), or in this process
+    /// without it (local mode, for labs without agents).
     Job(job::JobArgs),
     /// Fit the job models offline from observations and query them (fit, predict, pareto).
     Model(model::ModelArgs),
+    /// Run one profiling batch on real Flink: a small separate cluster per candidate
+    /// configuration, measured, failure-injected and torn down; writes observations.
+    Profile(profile::ProfileArgs),
     /// Replay a rate trace through the digital twin under a policy (static, reactive,
     /// demeter, oracle, or all) and report cost, QoS, recoveries and changes.
     Simulate(simulate::SimulateArgs),
@@ -54,5 +64,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Model(args) => model::run(args),
         Command::Job(args) => job::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Profile(args) => profile::run(args),
     }
 }

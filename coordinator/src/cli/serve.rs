@@ -65,7 +65,7 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
         );
     }
     let endpoint = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
+        tls::server_endpoint_config(&identity),
         Some(server),
         udp.socket,
         Arc::new(quinn::TokioRuntime),
@@ -84,7 +84,7 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
             }
         });
     }
-    resume_operations(&config, &store, ingest.handle());
+    start_executor(&config, &store, ingest.handle())?;
     shutdown_signal().await?;
     service::notify_stopping();
     info!("shutting down");
@@ -92,53 +92,29 @@ async fn serve(config: CoordinatorConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Operations a previous coordinator left in flight are resumed (or rolled back) in the
-/// background, with the agents running the TaskManagers.
-fn resume_operations(
+/// The executor: CLI job requests, operations with agent-run TaskManagers, the resumption of
+/// what a previous daemon left in flight (once its agents are back) and the job watchdog.
+fn start_executor(
     config: &CoordinatorConfig,
     store: &Arc<Store>,
     ingest: demeter_coordinator::ingest::IngestHandle,
-) {
-    use demeter_coordinator::executor::driver::Driver;
+) -> anyhow::Result<()> {
     use demeter_coordinator::executor::journal::Journal;
-    use demeter_coordinator::executor::taskmanagers::AgentTaskManagers;
+    use demeter_coordinator::executor::service::{ExecutorService, Settings};
     use demeter_coordinator::flink::{ClientConfig, FlinkClient};
-    let journal = match Journal::open(store.clone()) {
-        Ok(j) => j,
-        Err(e) => return tracing::error!(error = %e, "cannot open the executor journal"),
+    let journal = Journal::open(store.clone()).context("opening the executor journal")?;
+    let client = FlinkClient::new(&config.flink.rest_url, ClientConfig::default())
+        .with_context(|| format!("Flink REST client for {}", config.flink.rest_url))?;
+    let executor = &config.executor;
+    let settings = Settings {
+        cluster: executor.cluster.clone().unwrap_or_else(|| "default".into()),
+        agents: executor.agents.clone(),
+        resume_wait: std::time::Duration::from_secs(executor.resume_wait_secs),
+        watchdog: executor.watchdog.clone(),
     };
-    match journal.in_flight() {
-        Ok(ops) if ops.is_empty() => return,
-        Ok(ops) => info!(
-            count = ops.len(),
-            "resuming reconfigurations left in flight"
-        ),
-        Err(e) => return tracing::error!(error = %e, "cannot read the executor journal"),
-    }
-    let client = match FlinkClient::new(&config.flink.rest_url, ClientConfig::default()) {
-        Ok(c) => Arc::new(c),
-        Err(e) => return tracing::error!(error = %e, "cannot reach Flink to resume operations"),
-    };
-    let cluster = config
-        .executor
-        .cluster
-        .clone()
-        .unwrap_or_else(|| "default".into());
-    let backend = Arc::new(AgentTaskManagers::new(
-        ingest,
-        config.executor.agents.clone(),
-    ));
-    let driver = Driver::new(client, backend, journal, &cluster);
-    tokio::spawn(async move {
-        // Agents reconnect after a coordinator restart; give them a moment.
-        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
-        match driver.resume_all().await {
-            Ok(ops) => info!(count = ops.len(), "in-flight reconfigurations finished"),
-            Err(e) => {
-                tracing::error!(error = %e, "resuming reconfigurations failed; run `job resume`")
-            }
-        }
-    });
+    let failpoint = Arc::new(super::failpoint::Failpoint::from_env());
+    ExecutorService::start(ingest, Arc::new(client), journal, settings, failpoint)?;
+    Ok(())
 }
 
 /// SIGTERM (systemd) or SIGINT (a terminal).

@@ -37,6 +37,25 @@ pub struct JobRecord {
     pub registered_ms: u64,
 }
 
+#[cfg(test)]
+impl JobRecord {
+    /// A registration of the benchmark job named `bench` for unit tests.
+    pub(crate) fn for_tests(current: Option<Deployment>) -> Self {
+        Self {
+            name: "bench".into(),
+            jar: "/x/bench.jar".into(),
+            entry_class: "io.Bench".into(),
+            args: vec!["--rate".into(), "100".into()],
+            qos_latency_ms: Some(500),
+            qos_recovery_s: None,
+            space: None,
+            savepoint_dir: None,
+            current,
+            registered_ms: 1,
+        }
+    }
+}
+
 fn err(e: impl Into<redb::Error>) -> Error {
     Error::Store(e.into().to_string())
 }
@@ -206,21 +225,6 @@ mod tests {
         )
     }
 
-    fn record(current: Option<Deployment>) -> JobRecord {
-        JobRecord {
-            name: "bench".into(),
-            jar: "/x/bench.jar".into(),
-            entry_class: "io.Bench".into(),
-            args: vec!["--rate".into(), "100".into()],
-            qos_latency_ms: Some(500),
-            qos_recovery_s: None,
-            space: None,
-            savepoint_dir: None,
-            current,
-            registered_ms: 1,
-        }
-    }
-
     #[test]
     fn operations_survive_reopen_and_finishing_updates_the_job() {
         let (j, path) = journal("reopen");
@@ -228,9 +232,10 @@ mod tests {
             config: "p=1,slots=2,mem=1g,cpu=1,ckpt=5".parse().unwrap(),
             job_id: JobId::from("a"),
         };
-        j.register(&record(Some(from.clone()))).unwrap();
+        j.register(&JobRecord::for_tests(Some(from.clone())))
+            .unwrap();
         // Registering again keeps what runs.
-        let again = j.register(&record(None)).unwrap();
+        let again = j.register(&JobRecord::for_tests(None)).unwrap();
         assert_eq!(again.current, Some(from.clone()));
         let to = "p=2,slots=2,mem=1g,cpu=1,ckpt=5".parse().unwrap();
         let mut m = Machine::start(

@@ -18,6 +18,10 @@ pub enum Strategy {
     /// Stop with a savepoint, restart the TaskManagers with the new sizes if they change,
     /// submit from the savepoint.
     Restart,
+    /// The job stopped running behind Demeter's back (failed, cancelled, stuck restarting):
+    /// the watchdog brings its current configuration back from the job's newest completed
+    /// snapshot. Runs as a rollback from the start, so it retries with backoff, never gives up.
+    Recover,
 }
 
 /// What the plan needs to know about the cluster, read by the caller.

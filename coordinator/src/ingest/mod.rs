@@ -1,13 +1,14 @@
 //! The QUIC server agents report to: one session per agent connection, a group-committing
 //! store writer, the in-memory fleet view, and orders sent to agents.
 
+mod cli;
 mod fleet;
 mod session;
 mod writer;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use demeter_common::protocol::{
@@ -17,6 +18,7 @@ use demeter_common::transport;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
+pub use cli::JobService;
 pub use fleet::Fleet;
 
 use crate::error::{Error, Result};
@@ -74,6 +76,8 @@ struct Shared {
     next_connection_id: AtomicU64,
     next_order_id: AtomicU64,
     config: IngestConfig,
+    /// Answers CLI job requests; unset in a coordinator without an executor (tests, benches).
+    jobs: OnceLock<Arc<dyn JobService>>,
 }
 
 /// A running ingest server. Dropping it does not stop it; call [`Ingest::shutdown`].
@@ -112,6 +116,7 @@ impl Ingest {
             // clock keeps them unique across restarts too.
             next_order_id: AtomicU64::new(now_ms() * 1000),
             config,
+            jobs: OnceLock::new(),
         });
         let accept = tokio::spawn(session::accept_loop(endpoint.clone(), shared.clone()));
         Self {
@@ -161,6 +166,12 @@ impl IngestHandle {
             .lock()
             .map(|f| f.summaries())
             .unwrap_or_default()
+    }
+
+    /// Routes CLI job requests to `service` from now on; only the first call counts (the
+    /// daemon has one executor).
+    pub fn serve_jobs(&self, service: Arc<dyn JobService>) -> bool {
+        self.shared.jobs.set(service).is_ok()
     }
 
     pub fn connected_agents(&self) -> Vec<String> {

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use demeter_common::protocol::{
-    AgentMessage, Capability, CoordinatorMessage, Hello, MAX_FLEET_PAGE, Role, Welcome, close_code,
+    AgentMessage, Capability, CoordinatorMessage, Hello, Role, Welcome, close_code,
 };
 use demeter_common::{Error as WireError, tls, transport};
 use tokio::sync::oneshot;
@@ -67,7 +67,7 @@ async fn serve(connection: quinn::Connection, shared: Arc<Shared>) {
     async {
         let result = match peer.role {
             Role::Agent => serve_agent(&connection, &peer.name, &shared).await,
-            Role::Cli => serve_cli(&connection, &shared).await,
+            Role::Cli => super::cli::serve_cli(&connection, &shared).await,
             Role::Coordinator => Err(Error::Protocol(WireError::Certificate(
                 "coordinator certificates may not connect as peers".into(),
             ))),
@@ -86,7 +86,7 @@ async fn serve(connection: quinn::Connection, shared: Arc<Shared>) {
     .await
 }
 
-async fn handshake(
+pub(super) async fn handshake(
     connection: &quinn::Connection,
     shared: &Shared,
 ) -> Result<(quinn::SendStream, quinn::RecvStream, Hello)> {
@@ -107,45 +107,15 @@ async fn handshake(
         .map_err(|_| Error::Protocol(WireError::Stream(format!("no hello within {timeout:?}"))))?
 }
 
-fn variant_name(msg: &AgentMessage) -> String {
+pub(super) fn variant_name(msg: &AgentMessage) -> String {
     match msg {
         AgentMessage::Hello(_) => "Hello",
         AgentMessage::Metrics(_) => "Metrics",
         AgentMessage::OrderResult(_) => "OrderResult",
         AgentMessage::FleetQuery(_) => "FleetQuery",
+        AgentMessage::Job(_) => "Job",
     }
     .to_string()
-}
-
-async fn serve_cli(connection: &quinn::Connection, shared: &Shared) -> Result<()> {
-    let (mut send, mut recv, hello) = handshake(connection, shared).await?;
-    if !hello.capabilities.contains(&Capability::FleetQuery) {
-        return Err(Error::Protocol(WireError::Certificate(
-            "CLI peers may only query the fleet".into(),
-        )));
-    }
-    transport::write_preamble(&mut send).await?;
-    while let Some(msg) = transport::read_frame::<AgentMessage>(&mut recv).await? {
-        match msg {
-            AgentMessage::FleetQuery(query) => {
-                let limit = query.limit.clamp(1, MAX_FLEET_PAGE) as usize;
-                let fleet = shared
-                    .fleet
-                    .lock()
-                    .map(|f| f.summaries_page(query.after.as_deref(), limit))
-                    .unwrap_or_default();
-                transport::write_frame(&mut send, &CoordinatorMessage::Fleet(fleet)).await?;
-            }
-            other => {
-                return Err(Error::Protocol(WireError::UnexpectedMessage {
-                    expected: "FleetQuery",
-                    got: variant_name(&other),
-                }));
-            }
-        }
-    }
-    let _ = send.finish();
-    Ok(())
 }
 
 async fn serve_agent(
@@ -154,6 +124,12 @@ async fn serve_agent(
     shared: &Arc<Shared>,
 ) -> Result<()> {
     let (mut control, _control_recv, hello) = handshake(connection, shared).await?;
+    let cli_only = [Capability::FleetQuery, Capability::Jobs];
+    if hello.capabilities.iter().any(|c| cli_only.contains(c)) {
+        return Err(Error::Protocol(WireError::Certificate(
+            "an agent certificate may not make CLI requests; use one with role cli".into(),
+        )));
+    }
     let agent: Arc<str> = Arc::from(name);
     let stored_up_to = {
         let store = shared.store.clone();

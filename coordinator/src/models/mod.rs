@@ -3,6 +3,7 @@
 //! observations, physics-informed priors, the GP core, the per-objective surrogates and
 //! constrained multi-objective Bayesian optimisation.
 
+pub mod change;
 pub mod forecast;
 pub mod gp;
 pub mod mobo;

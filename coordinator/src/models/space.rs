@@ -9,7 +9,9 @@
 //! (configuration, rate) to the Gaussian process' unit-cube inputs.
 
 use std::fmt;
-use std::str::FromStr;
+
+use super::change::to_u32;
+pub use super::change::{ConfigChange, apply_change, parse_change};
 
 use serde::{Deserialize, Serialize};
 
@@ -83,72 +85,6 @@ impl fmt::Display for JobConfig {
             self.checkpoint_interval_s
         )
     }
-}
-
-impl FromStr for JobConfig {
-    type Err = Error;
-
-    /// Parses `p=12,slots=2,mem=2048m,cpu=1.5,ckpt=30s` (any order; `mem` accepts `m`/`g`
-    /// suffixes or plain MB, `ckpt` an optional `s`).
-    fn from_str(text: &str) -> Result<Self> {
-        let bad = |message: String| Error::Model(format!("configuration {text:?}: {message}"));
-        let mut fields: [Option<u32>; 5] = [None; 5];
-        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-            let (key, value) = part
-                .split_once('=')
-                .ok_or_else(|| bad(format!("{part:?} is not key=value")))?;
-            let value = value.trim();
-            let (slot, parsed) = match key.trim() {
-                "p" | "parallelism" => (0, parse_u32(value)),
-                "slots" => (1, parse_u32(value)),
-                "mem" | "memory" => (2, parse_memory_mb(value)),
-                "cpu" => (3, parse_cpu_millis(value)),
-                "ckpt" | "checkpoint" => (4, parse_u32(value.strip_suffix('s').unwrap_or(value))),
-                other => return Err(bad(format!("unknown key {other:?}"))),
-            };
-            fields[slot] = Some(parsed.ok_or_else(|| bad(format!("bad value in {part:?}")))?);
-        }
-        let names = ["p", "slots", "mem", "cpu", "ckpt"];
-        let mut values = [0u32; 5];
-        for (i, field) in fields.iter().enumerate() {
-            values[i] = field.ok_or_else(|| bad(format!("missing {}", names[i])))?;
-        }
-        let config = JobConfig {
-            parallelism: values[0],
-            slots_per_tm: values[1],
-            tm_memory_mb: values[2],
-            tm_cpu_millis: values[3],
-            checkpoint_interval_s: values[4],
-        };
-        if values.contains(&0) {
-            return Err(bad("every value must be positive".into()));
-        }
-        Ok(config)
-    }
-}
-
-fn parse_u32(text: &str) -> Option<u32> {
-    text.parse().ok()
-}
-
-fn parse_memory_mb(text: &str) -> Option<u32> {
-    let lower = text.to_ascii_lowercase();
-    if let Some(gb) = lower.strip_suffix('g') {
-        let gb: f64 = gb.parse().ok()?;
-        return to_u32(gb * 1024.0);
-    }
-    parse_u32(lower.strip_suffix('m').unwrap_or(&lower))
-}
-
-fn parse_cpu_millis(text: &str) -> Option<u32> {
-    let cores: f64 = text.parse().ok()?;
-    to_u32(cores * 1000.0)
-}
-
-fn to_u32(value: f64) -> Option<u32> {
-    let rounded = value.round();
-    (rounded.is_finite() && rounded >= 0.0 && rounded <= f64::from(u32::MAX))
-        .then_some(rounded as u32)
 }
 
 /// The grid Demeter chooses configurations from, and the rules a configuration must obey.

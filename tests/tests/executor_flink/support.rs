@@ -1,11 +1,11 @@
-//! The benchmark job under the `demeter-coordinator job` CLI, a REST downtime monitor, and the
-//! checks and figures of `executor_flink.rs`.
+//! The benchmark job under the `demeter-coordinator job` CLI (local mode), and the checks and
+//! figures of `executor_flink.rs`.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use demeter_coordinator::executor::driver::now_ms;
@@ -13,11 +13,13 @@ use demeter_coordinator::executor::failure::{Drained, Recovery, kill_and_time_re
 use demeter_coordinator::executor::journal::Journal;
 use demeter_coordinator::executor::taskmanagers::{LocalPaths, LocalTaskManagers};
 use demeter_coordinator::executor::{Deployment, Operation, Outcome, plan};
-use demeter_coordinator::flink::{
-    ClientConfig, FlinkClient, JobId, JobState, SavepointFormat, StopRequest, VertexId,
-};
+use demeter_coordinator::flink::{ClientConfig, FlinkClient, JobId, JobState, VertexId};
 use demeter_coordinator::models::space::JobConfig;
 use demeter_coordinator::store::Store;
+use demeter_tests::flink_checks::{
+    UpMonitor, assert_one_running_and_every_stop_saved, assert_registered_taskmanagers,
+    stop_and_check_exactly_once,
+};
 use demeter_tests::lab::{ClusterGuard, Lab};
 use demeter_tests::{Scratch, binary};
 
@@ -32,8 +34,7 @@ pub struct Bench {
     out: PathBuf,
     rest: u16,
     pub client: Arc<FlinkClient>,
-    /// (ms since epoch, job fully running) every 200 ms.
-    up: Arc<Mutex<Vec<(u64, bool)>>>,
+    up: UpMonitor,
 }
 
 impl Bench {
@@ -42,8 +43,7 @@ impl Bench {
         let client = Arc::new(
             FlinkClient::new(&format!("http://127.0.0.1:{rest}"), ClientConfig::default()).unwrap(),
         );
-        let up = Arc::new(Mutex::new(Vec::new()));
-        tokio::spawn(monitor(client.clone(), up.clone()));
+        let up = UpMonitor::start(client.clone());
         Self {
             repo: lab.repo.clone(),
             env: cluster.env.clone(),
@@ -136,7 +136,7 @@ impl Bench {
         let t0 = now_ms();
         let op = self.apply(args).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
-        (op, self.longest_down(t0, now_ms()))
+        (op, self.up.longest_down(t0, now_ms()))
     }
 
     /// Runs `job apply` with a failpoint; true when it died by SIGKILL.
@@ -189,26 +189,8 @@ impl Bench {
     }
 
     pub async fn expect_taskmanagers(&self, config: &JobConfig) {
-        let mut want: Vec<_> = plan::taskmanager_specs("bench", "default", config)
-            .into_iter()
-            .map(|s| (s.id, s.slots, u64::from(s.process_memory_mb)))
-            .collect();
-        want.sort();
-        let mut got: Vec<_> = self
-            .client
-            .taskmanagers()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|t| {
-                let mb = t
-                    .memory_configuration
-                    .map_or(0, |m| m.total_process_memory >> 20);
-                (t.id.0, t.slots_number, mb)
-            })
-            .collect();
-        got.sort();
-        assert_eq!(got, want);
+        let specs = plan::taskmanager_specs("bench", "default", config);
+        assert_registered_taskmanagers(&self.client, &specs).await;
     }
 
     pub async fn kill_taskmanager(&self, victim: &str) -> Recovery {
@@ -246,101 +228,13 @@ impl Bench {
     /// Exactly one job runs; every job that ended FINISHED did so with a completed savepoint;
     /// none was cancelled or failed.
     pub async fn assert_one_running_and_every_stop_saved(&self, context: &str) {
-        let jobs = self.client.jobs_overview().await.unwrap();
-        let running: Vec<_> = jobs
-            .iter()
-            .filter(|j| j.state == JobState::Running)
-            .collect();
-        assert_eq!(running.len(), 1, "{context}: {jobs:?}");
-        for job in &jobs {
-            match job.state {
-                JobState::Finished => {
-                    let stats = self.client.checkpoint_stats(&job.jid).await.unwrap();
-                    let saved = stats
-                        .latest
-                        .savepoint
-                        .is_some_and(|s| s.status == "COMPLETED");
-                    assert!(
-                        saved,
-                        "{context}: {} FINISHED without a completed savepoint",
-                        job.jid
-                    );
-                }
-                JobState::Canceled | JobState::Failed => {
-                    panic!("{context}: job {} ended {:?}", job.jid, job.state)
-                }
-                _ => {}
-            }
-        }
+        assert_one_running_and_every_stop_saved(&self.client, context, &[]).await
     }
 
     /// Stops the job with a savepoint and checks its committed output exactly-once.
     pub async fn final_stop_and_check(&self) -> u64 {
         let job = self.current().job_id;
-        let request = StopRequest {
-            target_directory: None,
-            drain: false,
-            format: Some(SavepointFormat::Canonical),
-        };
-        let trigger = self
-            .client
-            .stop_with_savepoint(&job, &request)
-            .await
-            .unwrap();
-        self.client
-            .wait_savepoint(
-                &job,
-                &trigger,
-                Duration::from_secs(60),
-                Duration::from_millis(200),
-            )
-            .await
-            .unwrap();
-        let out = std::process::Command::new("python3")
-            .arg(self.repo.join("scripts/check-exactly-once.py"))
-            .arg(&self.out)
-            .args(["--splits", "1", "--min-records", "1000"])
-            .output()
-            .unwrap();
-        let summary = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "exactly-once check failed: {summary}");
-        let value: serde_json::Value = serde_json::from_str(&summary).unwrap();
-        value["records"].as_u64().unwrap()
-    }
-
-    fn longest_down(&self, from: u64, to: u64) -> u64 {
-        let samples = self.up.lock().unwrap();
-        let (mut longest, mut down_since) = (0, None);
-        for &(t, up) in samples.iter().filter(|(t, _)| (from..=to).contains(t)) {
-            match (up, down_since) {
-                (false, None) => down_since = Some(t),
-                (true, Some(since)) => {
-                    longest = longest.max(t - since);
-                    down_since = None;
-                }
-                _ => {}
-            }
-        }
-        longest
-    }
-}
-
-async fn monitor(client: Arc<FlinkClient>, up: Arc<Mutex<Vec<(u64, bool)>>>) {
-    loop {
-        let mut running = false;
-        if let Ok(jobs) = client.jobs_overview().await {
-            for job in jobs.iter().filter(|j| j.state == JobState::Running) {
-                if client
-                    .job_details(&job.jid)
-                    .await
-                    .is_ok_and(|d| d.is_fully_running())
-                {
-                    running = true;
-                }
-            }
-        }
-        up.lock().unwrap().push((now_ms(), running));
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        stop_and_check_exactly_once(&self.client, &job, &self.repo, &self.out).await
     }
 }
 

@@ -16,6 +16,8 @@ use std::collections::VecDeque;
 
 mod events;
 #[cfg(test)]
+mod recover_tests;
+#[cfg(test)]
 mod sim;
 #[cfg(test)]
 mod tests;
@@ -139,6 +141,64 @@ impl Machine {
         now: u64,
         limits: Limits,
     ) -> Self {
+        let mut m = Self::opened(id, job, cluster, strategy, from, to, now, limits);
+        match strategy {
+            Strategy::InPlace => {
+                m.op.submitted = m.op.from.as_ref().map(|d| d.job_id.clone());
+                m.enter(now, Step::Rescale, None);
+            }
+            Strategy::Restart if m.op.from.is_some() => m.enter(now, Step::Stop, None),
+            Strategy::Recover => m.begin_recovery(now, "recovering the stopped job".into()),
+            _ => m.enter(now, Step::TaskManagers, None),
+        }
+        m
+    }
+
+    /// Brings `current` back after it stopped running outside any operation (the watchdog):
+    /// the current job is stopped with a savepoint if it runs again meanwhile, cancelled if it
+    /// hangs between states, and resubmitted from its newest completed snapshot.
+    pub fn recover(
+        id: u64,
+        job: &str,
+        cluster: &str,
+        current: Deployment,
+        reason: &str,
+        now: u64,
+        limits: Limits,
+    ) -> Self {
+        let to = current.config;
+        let mut m = Self::opened(
+            id,
+            job,
+            cluster,
+            Strategy::Recover,
+            Some(current),
+            to,
+            now,
+            limits,
+        );
+        m.begin_recovery(now, reason.to_string());
+        m
+    }
+
+    /// The job to recover is the current one: its newest snapshot is the restore point, and
+    /// stopping or cancelling it (if it still half runs) comes first — the rollback path.
+    fn begin_recovery(&mut self, now: u64, reason: String) {
+        self.op.submitted = self.op.from.as_ref().map(|d| d.job_id.clone());
+        self.start_rollback(now, reason, 1);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn opened(
+        id: u64,
+        job: &str,
+        cluster: &str,
+        strategy: Strategy,
+        from: Option<Deployment>,
+        to: JobConfig,
+        now: u64,
+        limits: Limits,
+    ) -> Self {
         let op = Operation {
             id,
             job: job.to_string(),
@@ -166,14 +226,6 @@ impl Machine {
                 to
             ),
         );
-        match strategy {
-            Strategy::InPlace => {
-                m.op.submitted = m.op.from.as_ref().map(|d| d.job_id.clone());
-                m.enter(now, Step::Rescale, None);
-            }
-            Strategy::Restart if m.op.from.is_some() => m.enter(now, Step::Stop, None),
-            _ => m.enter(now, Step::TaskManagers, None),
-        }
         m
     }
 

@@ -189,6 +189,16 @@ impl Sim {
         }
     }
 
+    /// The first job took a completed checkpoint (what a recovery restores from).
+    pub fn checkpoint_first_job(&mut self) -> String {
+        let name = self.snapshot("chk");
+        let first = self.first_job.clone();
+        if let Some(j) = self.jobs.get_mut(&first) {
+            j.snapshots.push(name.clone());
+        }
+        name
+    }
+
     fn snapshot(&mut self, kind: &str) -> String {
         self.snapshot_counter += 1;
         let name = format!("{kind}-{}", self.snapshot_counter);

@@ -228,14 +228,14 @@ impl Machine {
                 let reason = self.rollback_reason();
                 return self.finish(now, Outcome::NotStarted { reason }, None);
             }
-            Strategy::Restart if self.op.submitted.is_some() => Step::StopNew,
+            Strategy::Restart | Strategy::Recover if self.op.submitted.is_some() => Step::StopNew,
             Strategy::Restart if self.op.savepoint.is_some() || self.op.restore_from.is_some() => {
                 if self.op.restore_from.is_none() {
                     self.op.restore_from = self.op.savepoint.clone();
                 }
                 Step::TaskManagers
             }
-            Strategy::Restart => Step::RestorePoint,
+            Strategy::Restart | Strategy::Recover => Step::RestorePoint,
         };
         self.enter(now, first, None);
     }

@@ -36,6 +36,8 @@ pub struct LocalTaskManagers {
 struct Found {
     id: String,
     pgid: i32,
+    /// Every process of the group seen (the start script, if it has not exec'd yet, and the JVM).
+    pids: Vec<i32>,
     memory: Option<String>,
     slots: Option<String>,
 }
@@ -96,17 +98,33 @@ impl LocalTaskManagers {
             let Some(pgid) = process_group(pid) else {
                 continue;
             };
-            if found.iter().any(|f| f.pgid == pgid) {
+            if let Some(group) = found.iter_mut().find(|f| f.pgid == pgid) {
+                group.pids.push(pid);
                 continue;
             }
             found.push(Found {
                 id,
                 pgid,
+                pids: vec![pid],
                 memory: value("taskmanager.memory.process.size"),
                 slots: value("taskmanager.numberOfTaskSlots"),
             });
         }
         found
+    }
+
+    /// Pids of the Java processes of the job's TaskManagers (for measuring the CPU and memory
+    /// they actually use from `/proc`).
+    pub fn jvm_pids(&self, job: &str) -> Vec<u32> {
+        self.scan(&prefix(job))
+            .iter()
+            .flat_map(|f| f.pids.iter().copied())
+            .filter(|pid| {
+                std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                    .is_ok_and(|comm| comm.trim() == "java")
+            })
+            .filter_map(|pid| u32::try_from(pid).ok())
+            .collect()
     }
 
     fn spawn(&self, spec: &TaskManagerSpec) -> Result<()> {

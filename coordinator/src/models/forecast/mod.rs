@@ -25,9 +25,9 @@
 //! 0.635 / 0.341 vs 0.431 / 0.295 here, on the maximum over the next 10 minutes). It would
 //! also have added rand 0.8 and several other crates to the production tree.
 //!
-//! Baselines (`benches/forecast.rs`): naive (last value, maximum of the last horizon), seasonal
-//! naive, damped Holt, and additive damped Holt–Winters ([`HoltWinters`], period from the same
-//! online detector, upper quantile from its own errors); see [`baselines`].
+//! Baselines (`benches/forecast.rs`, [`baselines`]): naive, seasonal naive, damped Holt and
+//! additive damped Holt–Winters ([`HoltWinters`]: period from the same online detector, upper
+//! quantile from its own errors; MASE 0.645 / 0.401 on the two traces vs 0.431 / 0.295 here).
 //!
 //! Known limits: one seasonal period at a time (the best-correlated), not several as MSTL;
 //! other horizons than the calibrated one get the calibrated margin scaled by √(h / H); after a

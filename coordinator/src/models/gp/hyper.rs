@@ -6,7 +6,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use super::kernel::matern52_with_derivative;
-use super::linalg::{factorize, solve_lower_blocked};
+use super::linalg::factorize;
 use super::model::Hyperparameters;
 use super::optim::lbfgs;
 use crate::{Error, Result};
@@ -118,7 +118,8 @@ pub(crate) fn lml_from_pairs(
             p += 1;
         }
     }
-    let (chol, _) = factorize(gram.clone(), sn2)?;
+    let (factor, _) = factorize(gram.clone(), sn2)?;
+    let chol = factor.l();
     let w = chol
         .solve_lower_triangular(z)
         .ok_or_else(|| Error::Model("singular factor".into()))?;
@@ -129,7 +130,7 @@ pub(crate) fn lml_from_pairs(
     let lml = -0.5 * z.dot(&alpha) - log_det - 0.5 * n as f64 * (2.0 * std::f64::consts::PI).ln();
 
     // ∂LML/∂θ = ½ tr((ααᵀ − K⁻¹) ∂K/∂θ); off-diagonal pairs are counted once with weight 1.
-    let l_inv = solve_lower_blocked(&chol, DMatrix::identity(n, n));
+    let l_inv = factor.solve_lower(DMatrix::identity(n, n));
     let k_inv = l_inv.tr_mul(&l_inv);
     let mut grad = vec![0.0; d + 2];
     let mut trace_w = 0.0;

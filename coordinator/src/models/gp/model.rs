@@ -8,7 +8,7 @@ use nalgebra::{DMatrix, DVector};
 use super::hyper::{self, FitOptions};
 use super::inputs::MeanFn;
 use super::kernel::Matern52;
-use super::linalg::{cholesky_solve, factorize, solve_lower_blocked};
+use super::linalg::{Factor, factorize};
 use crate::{Error, Result};
 
 /// Hyperparameters in the caller's output units. The GP works on `(y − m(x) − mean_offset) /
@@ -77,7 +77,7 @@ pub struct Gp {
     /// Standardised residuals.
     z: DVector<f64>,
     /// Lower Cholesky factor of `K + (noise + jitter) I`.
-    chol: DMatrix<f64>,
+    chol: Factor,
     alpha: DVector<f64>,
 }
 
@@ -115,7 +115,7 @@ impl Gp {
         let scaled = kernel.scale_rows(&inputs);
         let noise = hyper.noise_variance / hyper.signal_variance;
         let (chol, jitter) = factorize(kernel.gram_scaled(&scaled), noise)?;
-        let alpha = cholesky_solve(&chol, &z)?;
+        let alpha = chol.solve(&z)?;
         Ok(Self {
             hyper,
             kernel,
@@ -190,7 +190,7 @@ impl Gp {
     /// Log marginal likelihood of the targets under the current hyperparameters.
     pub fn log_marginal_likelihood(&self) -> f64 {
         let n = self.len() as f64;
-        let log_det: f64 = self.chol.diagonal().iter().map(|v| v.ln()).sum();
+        let log_det: f64 = self.chol.l().diagonal().iter().map(|v| v.ln()).sum();
         -0.5 * self.z.dot(&self.alpha)
             - log_det
             - 0.5 * n * (2.0 * std::f64::consts::PI).ln()
@@ -242,7 +242,7 @@ impl Gp {
             .kernel
             .cross_scaled(&self.scaled, &self.kernel.scale_rows(xs));
         let weights = kt.tr_mul(&self.alpha);
-        Ok((weights, solve_lower_blocked(&self.chol, kt)))
+        Ok((weights, self.chol.solve_lower(kt)))
     }
 
     pub(crate) fn marginals<X: AsRef<[f64]>>(
@@ -284,7 +284,7 @@ impl Gp {
             (y - self.mean_fn.mean(x) - self.hyper.mean_offset) / self.hyper.signal_variance.sqrt();
         let x_scaled = self.kernel.scale_rows(&[x]);
         let k = self.kernel.cross_scaled(&self.scaled, &x_scaled);
-        let row = solve_lower_blocked(&self.chol, k);
+        let row = self.chol.solve_lower(k);
         let pivot = 1.0 + self.noise + self.jitter - row.norm_squared();
 
         self.inputs.push(x.to_vec());
@@ -294,18 +294,13 @@ impl Gp {
         self.z = self.z.clone().push(z_new);
 
         if pivot > 1e-12 {
-            let mut chol = std::mem::take(&mut self.chol).resize(n + 1, n + 1, 0.0);
-            for (i, v) in row.iter().enumerate() {
-                chol[(n, i)] = *v;
-            }
-            chol[(n, n)] = pivot.sqrt();
-            self.chol = chol;
+            self.chol.push_row(row.as_slice(), pivot.sqrt());
         } else {
             let (chol, jitter) = factorize(self.kernel.gram_scaled(&self.scaled), self.noise)?;
             self.chol = chol;
             self.jitter = jitter;
         }
-        self.alpha = cholesky_solve(&self.chol, &self.z)?;
+        self.alpha = self.chol.solve(&self.z)?;
         Ok(())
     }
 }

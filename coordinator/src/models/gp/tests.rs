@@ -6,7 +6,7 @@ use nalgebra::{DMatrix, DVector};
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
-use super::linalg::{cholesky_blocked, solve_lower_blocked};
+use super::linalg::{Factor, cholesky_blocked};
 use super::*;
 
 fn points(n: usize, d: usize, seed: u64) -> Vec<Vec<f64>> {
@@ -205,7 +205,9 @@ fn blocked_triangular_solve_matches_substitution() {
     let a = raised_hilbert(n);
     let l = a.cholesky().unwrap().unpack();
     let b = DMatrix::from_fn(n, 100, |i, j| ((i * 7 + j) % 23) as f64 * 0.1 - 1.0);
-    let fast = solve_lower_blocked(&l, b.clone());
+    let fast = Factor::from_lower(l.clone())
+        .unwrap()
+        .solve_lower(b.clone());
     let slow = l.solve_lower_triangular(&b).unwrap();
     assert!((fast - slow).amax() < 1e-10);
 }
@@ -214,7 +216,7 @@ fn blocked_triangular_solve_matches_substitution() {
 fn blocked_cholesky_matches_nalgebra_and_rejects_indefinite() {
     let n = 150;
     let a = raised_hilbert(n);
-    let ours = cholesky_blocked(a.clone()).unwrap();
+    let ours = cholesky_blocked(a.clone()).unwrap().l().clone();
     let theirs = a.clone().cholesky().unwrap().unpack();
     assert!((ours - theirs).amax() < 1e-12);
     let mut bad = a;
@@ -233,4 +235,72 @@ fn mean_only_prediction_agrees_with_the_full_one() {
         assert!((gp.predict_mean(&x).unwrap() - full).abs() < 1e-9);
     }
     assert!(gp.predict_mean(&[0.1, 0.2]).is_err());
+}
+
+/// Mean, variance and covariances by the textbook formulas (pointwise kernel, nalgebra's own
+/// Cholesky, one solve per candidate): what the blocked, cached fast path must reproduce.
+fn textbook(
+    xs: &[Vec<f64>],
+    ys: &[f64],
+    h: &Hyperparameters,
+    cands: &[Vec<f64>],
+) -> (Vec<f64>, Vec<f64>, DMatrix<f64>) {
+    let kern = Matern52::new(h.lengthscales.clone(), h.signal_variance);
+    let n = xs.len();
+    let k = DMatrix::from_fn(n, n, |i, j| {
+        kern.eval(&xs[i], &xs[j]) + if i == j { h.noise_variance } else { 0.0 }
+    });
+    let chol = k.cholesky().unwrap();
+    let alpha = chol.solve(&DVector::from_iterator(
+        n,
+        ys.iter().map(|y| y - h.mean_offset),
+    ));
+    let cross = DMatrix::from_fn(n, cands.len(), |i, j| kern.eval(&xs[i], &cands[j]));
+    let solved = chol.solve(&cross);
+    let cov = DMatrix::from_fn(cands.len(), cands.len(), |a, b| {
+        kern.eval(&cands[a], &cands[b]) - cross.column(a).dot(&solved.column(b))
+    });
+    let mean = (0..cands.len())
+        .map(|j| h.mean_offset + cross.column(j).dot(&alpha))
+        .collect();
+    let var = (0..cands.len()).map(|j| cov[(j, j)]).collect();
+    (mean, var, cov)
+}
+
+#[test]
+fn fast_prediction_equals_the_textbook_formulas() {
+    let h = hyper(6);
+    let all = points(140, 6, 11);
+    let ys: Vec<f64> = all.iter().map(|x| smooth(x)).collect();
+    // Many candidates take the blocked solve, few the plain substitution.
+    for m in [100, 10] {
+        let cands = points(m, 6, 12);
+        // Sizes around the solve's 64-row blocks, reached by conditioning once and by growing
+        // the factor one observation at a time (which extends the cached block inverses).
+        let mut grown = Gp::new(&all[..60], &ys[..60], Arc::new(ZeroMean), h.clone()).unwrap();
+        for n in 60..=140 {
+            if n > 60 {
+                grown.add_observation(&all[n - 1], ys[n - 1]).unwrap();
+            }
+            if ![60, 63, 64, 65, 127, 128, 129, 140].contains(&n) {
+                continue;
+            }
+            let fresh = Gp::new(&all[..n], &ys[..n], Arc::new(ZeroMean), h.clone()).unwrap();
+            let (mean, var, cov) = textbook(&all[..n], &ys[..n], &h, &cands);
+            for gp in [&fresh, &grown] {
+                assert_eq!(gp.jitter(), 0.0);
+                let p = gp.predict_batch(&cands).unwrap();
+                let post = gp.posterior(&cands).unwrap();
+                for j in 0..m {
+                    assert!((p.mean[j] - mean[j]).abs() < 1e-9, "n {n} m {m} mean {j}");
+                    assert!((p.variance[j] - var[j]).abs() < 1e-9, "n {n} m {m} var {j}");
+                    assert_eq!(post.mean()[j], p.mean[j]);
+                }
+                let with_3 = post.covariance_with(3);
+                for (a, c) in with_3.iter().enumerate() {
+                    assert!((c - cov[(a, 3)]).abs() < 1e-9, "n {n} m {m} cov {a}");
+                }
+            }
+        }
+    }
 }

@@ -8,11 +8,20 @@
 //! - **orders** (bidirectional, opened by the coordinator): preamble + one
 //!   [`CoordinatorMessage::Order`] → one [`AgentMessage::OrderResult`].
 //!
+//! CLI peers (role `cli`) use only the control stream: preamble + [`Hello`] announcing what
+//! they will ask ([`Capability::FleetQuery`], [`Capability::Jobs`]), then requests
+//! ([`AgentMessage::FleetQuery`], [`AgentMessage::Job`]) each answered in order; a job request
+//! may be answered by several frames (an apply streams its progress, see [`jobs`]).
+//!
 //! The agent's identity is the name in its certificate, never a field it sends.
 
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::Sample;
+
+pub mod jobs;
+
+pub use jobs::{JobReply, JobRequest};
 
 /// The protocol version this build speaks. Bumped on any incompatible change to the messages.
 pub const PROTOCOL_VERSION: u16 = 1;
@@ -93,6 +102,9 @@ pub enum Capability {
     TaskManagers,
     /// Asks for the fleet view (CLI peers).
     FleetQuery,
+    /// Registers, reconfigures and inspects managed jobs through the daemon's executor (CLI
+    /// peers). Appended last: bincode numbers variants by position.
+    Jobs,
 }
 
 /// The coordinator's answer to [`Hello`].
@@ -273,6 +285,8 @@ pub enum AgentMessage {
     OrderResult(OrderResult),
     /// CLI peers only: list connected agents, a page at a time (a page must fit in a frame).
     FleetQuery(FleetQuery),
+    /// CLI peers with [`Capability::Jobs`] only: a request to the daemon's executor.
+    Job(JobRequest),
 }
 
 /// Coordinator → agent (or CLI).
@@ -286,4 +300,6 @@ pub enum CoordinatorMessage {
     },
     Order(Order),
     Fleet(Vec<AgentSummary>),
+    /// One answer to an [`AgentMessage::Job`] request (an apply sends several).
+    Job(JobReply),
 }
