@@ -72,7 +72,22 @@ impl DemeterPolicy {
     fn current_risk(&self, current: JobConfig) -> Result<(f64, ForecastSummary)> {
         let (rate, summary) = self.decision_rate(self.cfg.risk_horizon_s);
         let p = match self.model.surrogate() {
-            Some(s) => s.predict(&current, rate)?.p_feasible(&self.qos),
+            Some(s) => {
+                let p = s.predict(&current, rate)?;
+                tracing::debug!(
+                    policy = "demeter",
+                    %current,
+                    rate,
+                    capacity = p.capacity.median(),
+                    capacity_sd = p.capacity.log_sd,
+                    latency_ms = p.latency_p95_ms.median(),
+                    latency_sd = p.latency_p95_ms.log_sd,
+                    recovery_s = p.recovery_s.median(),
+                    recovery_sd = p.recovery_s.log_sd,
+                    "current configuration at the risk horizon"
+                );
+                p.p_feasible(&self.qos)
+            }
             None => 1.0,
         };
         Ok((p, summary))
