@@ -53,9 +53,11 @@ enum Command {
 pub fn run() -> anyhow::Result<()> {
     let command = Cli::parse().command;
     // The daemon sets up logging from its config file; the one-shot commands log progress at
-    // info to stderr, so their stdout stays clean for tables and JSON.
+    // info to stderr, so their stdout stays clean for tables and JSON. DEMETER_LOG (a level or
+    // `target=level` list) overrides that, e.g. to see a policy's debug reasoning in `simulate`.
     if !matches!(command, Command::Run(_)) {
-        demeter_common::service::init_logging("info,quinn=warn")?;
+        let filter = std::env::var("DEMETER_LOG").unwrap_or_else(|_| "info,quinn=warn".into());
+        demeter_common::service::init_logging(&filter)?;
     }
     match command {
         Command::Run(args) => serve::run(args),

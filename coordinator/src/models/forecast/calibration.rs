@@ -8,16 +8,24 @@ use std::collections::VecDeque;
 
 use super::horizon::HorizonMaxTracker;
 
-/// Step of the adaptive level per scored window.
-const ACI_GAMMA: f64 = 0.005;
+/// Step of the adaptive level per horizon's worth of scored windows (0.005 per window at the
+/// default cadence, ten windows per 10-min horizon). Windows scored every few buckets overlap
+/// almost entirely, so their misses are one event, not many: each window moves the level by
+/// `ACI_GAMMA × (its origin's gap to the previous one ÷ horizon)`. Counting every overlapping
+/// window as a full step let one unforeseen daily rise (sixty windows of a 1-h horizon scored
+/// once a minute, all missed together) drive the level past 1 — "the worst error ever seen ×
+/// 1.5", a bound five times the point that stayed for a day.
+const ACI_GAMMA: f64 = 0.05;
 
 #[derive(Debug, Clone)]
 pub struct MaxCalibrator {
     quantile: f64,
     window: usize,
     min_scores: usize,
-    /// (point max, upper) per pending forecast.
-    tracker: HorizonMaxTracker<(f64, f64)>,
+    /// (point max, upper, weight of its ACI step) per pending forecast.
+    tracker: HorizonMaxTracker<(f64, f64, f64)>,
+    horizon_buckets: u64,
+    last_origin: Option<u64>,
     scores: VecDeque<f64>,
     /// Miscoverage level actually used; starts at `1 - quantile`.
     alpha_used: f64,
@@ -35,6 +43,8 @@ impl MaxCalibrator {
             window: window.max(1),
             min_scores: min_scores.max(1),
             tracker: HorizonMaxTracker::new(horizon_buckets),
+            horizon_buckets: horizon_buckets.max(1),
+            last_origin: None,
             scores: VecDeque::with_capacity(window.max(1)),
             alpha_used: 1.0 - quantile,
         }
@@ -46,7 +56,12 @@ impl MaxCalibrator {
 
     /// Remembers a forecast made after bucket `origin` for scoring later.
     pub fn record(&mut self, origin: u64, point_max: f64, upper_max: f64) {
-        self.tracker.predict(origin, (point_max, upper_max));
+        let gap = self
+            .last_origin
+            .map_or(self.horizon_buckets, |last| origin.saturating_sub(last));
+        let weight = (gap as f64 / self.horizon_buckets as f64).min(1.0);
+        self.last_origin = Some(origin);
+        self.tracker.predict(origin, (point_max, upper_max, weight));
     }
 
     /// Feeds the peak of bucket `index`.
@@ -54,13 +69,14 @@ impl MaxCalibrator {
         let target_alpha = 1.0 - self.quantile;
         let (scores, window, alpha_used) = (&mut self.scores, self.window, &mut self.alpha_used);
         self.tracker
-            .observe(index, peak, |&(predicted, upper), realised| {
+            .observe(index, peak, |&(predicted, upper, weight), realised| {
                 if scores.len() == window {
                     scores.pop_front();
                 }
                 scores.push_back(score(predicted, realised));
                 let missed = if realised > upper { 1.0 } else { 0.0 };
-                *alpha_used = (*alpha_used + ACI_GAMMA * (target_alpha - missed)).clamp(-0.5, 1.5);
+                *alpha_used =
+                    (*alpha_used + weight * ACI_GAMMA * (target_alpha - missed)).clamp(-0.5, 1.5);
             });
     }
 
@@ -120,5 +136,28 @@ mod tests {
             c.observe(i + 1, 500.0);
         }
         assert_eq!(c.upper(1000.0, 1.0), Some(1000.0));
+    }
+
+    #[test]
+    fn overlapping_windows_missed_together_count_as_one_miss() {
+        // A 60-bucket horizon scored every bucket; every 1000 buckets a spike that no forecast
+        // saw makes the 60 windows covering it (6 %, about the nominal miss rate) miss together.
+        // Counted as 60 independent misses, each spike pushed the adaptive level past 1 ("the
+        // worst error × 1.5"); as one miss, the bound stays a conformal quantile of the errors
+        // seen, so never above the worst of them.
+        let horizon = 60;
+        let mut c = MaxCalibrator::new(0.95, horizon, 5000, 30);
+        let spike = |i: u64| i % 1000 == 999;
+        for i in 0..3060u64 {
+            c.record(i, 1000.0, 1100.0);
+            c.observe(i + 1, if spike(i + 1) { 3000.0 } else { 1000.0 });
+        }
+        let upper = c.upper(1000.0, 1.0).unwrap();
+        let worst = 3001.0 / 1001.0 * 1001.0 - 1.0;
+        assert!(
+            upper > 1000.0,
+            "just after a spike the level is high: {upper}"
+        );
+        assert!(upper <= worst + 1e-6, "{upper} above the worst error seen");
     }
 }

@@ -38,6 +38,12 @@ pub struct Context<'a> {
     pub downtime_s: (f64, f64),
     /// Shapes production or profiling has measured.
     pub measured: &'a HashSet<Shape>,
+    /// Shapes whose largest in-place configuration is acceptable at the peak rate: the only
+    /// ones a full restart may move to (None: no restriction).
+    pub carries: Option<&'a HashSet<Shape>>,
+    /// Shapes whose largest in-place configuration plausibly carries the peak rate: the only
+    /// ones worth profiling (None: no restriction).
+    pub may_carry: Option<&'a HashSet<Shape>>,
 }
 
 impl Context<'_> {
@@ -118,13 +124,22 @@ pub struct Priced {
     /// Seconds over the QoS the change is expected to cause, and their price.
     pub violation_s: f64,
     pub change_cost: f64,
-    /// Seconds the saving is paid out over (per change kind).
+    /// Seconds the saving is paid out over.
     pub dwell_s: f64,
-    /// `saving × dwell − change cost`.
+    /// A restart's credit for its shape: what it saves per second against the cheapest
+    /// acceptable in-place option, over the extra seconds a shape is kept.
+    pub shape_credit: f64,
+    /// `saving × dwell − change cost + shape credit`.
     pub net: f64,
 }
 
-pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored) -> Priced {
+/// Prices the move to `scored`. `in_place_floor`: the cost per second of the cheapest
+/// acceptable in-place option (the current cost if there is none). A saving is paid out over
+/// `expected_dwell_s` whatever the change; a restart is credited in addition with its saving
+/// against that floor over the rest of `shape_dwell_s` (the rescales that follow keep the
+/// shape). Crediting a restart's whole saving over the shape dwell made a restart beat an
+/// in-place rescale to the same cost.
+pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, in_place_floor: f64) -> Priced {
     let to = scored.prediction.config;
     let kind = ChangeKind::between(&ctx.current, &to);
     let downtime = match kind {
@@ -140,9 +155,16 @@ pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored) -> Priced {
     let violation_s = (downtime + catch_up).min(1e6);
     let change_cost = violation_s * ctx.violation_price();
     let saving = ctx.cost(&ctx.current) - scored.cost;
-    let dwell = match kind {
-        ChangeKind::InPlace => ctx.cfg.expected_dwell_s,
-        ChangeKind::FullRestart => ctx.cfg.shape_dwell_s,
+    let dwell = ctx.cfg.expected_dwell_s as f64;
+    let shape_credit = match kind {
+        ChangeKind::InPlace => 0.0,
+        ChangeKind::FullRestart => {
+            let extra = ctx
+                .cfg
+                .shape_dwell_s
+                .saturating_sub(ctx.cfg.expected_dwell_s) as f64;
+            (in_place_floor - scored.cost).max(0.0) * extra
+        }
     };
     Priced {
         index,
@@ -150,9 +172,20 @@ pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored) -> Priced {
         saving,
         violation_s,
         change_cost,
-        dwell_s: dwell as f64,
-        net: saving * dwell as f64 - change_cost,
+        dwell_s: dwell,
+        shape_credit,
+        net: saving * dwell - change_cost + shape_credit,
     }
+}
+
+/// The cost of the cheapest acceptable in-place option (see [`price`]).
+pub fn in_place_floor(ctx: &Context<'_>, scored: &[Scored]) -> f64 {
+    scored
+        .iter()
+        .filter(|s| s.prediction.config != ctx.current && s.acceptable(ctx.cfg))
+        .filter(|s| ChangeKind::between(&ctx.current, &s.prediction.config) == ChangeKind::InPlace)
+        .map(|s| s.cost)
+        .fold(ctx.cost(&ctx.current), f64::min)
 }
 
 /// The move to make, if any, and the best candidate passed over with why.
@@ -164,14 +197,26 @@ pub struct Verdict {
 
 /// `must_move`: the current configuration is at risk, so the best acceptable candidate is taken
 /// even if it costs more; otherwise only a move that saves enough and pays for itself.
-pub fn best_move(ctx: &Context<'_>, scored: &[Scored], must_move: bool) -> Verdict {
+/// `in_place_only`: restarts are not considered.
+pub fn best_move(
+    ctx: &Context<'_>,
+    scored: &[Scored],
+    must_move: bool,
+    in_place_only: bool,
+) -> Verdict {
     let current_cost = ctx.cost(&ctx.current);
+    let floor = in_place_floor(ctx, scored);
     let mut chosen: Option<Priced> = None;
     for (i, s) in scored.iter().enumerate() {
         if s.prediction.config == ctx.current || !s.acceptable(ctx.cfg) {
             continue;
         }
-        let priced = price(ctx, i, s);
+        let priced = price(ctx, i, s, floor);
+        let shape = shape_of(&s.prediction.config);
+        let restart = priced.kind == ChangeKind::FullRestart;
+        if restart && (in_place_only || ctx.carries.is_some_and(|c| !c.contains(&shape))) {
+            continue;
+        }
         let pays =
             must_move || (priced.net > 0.0 && priced.saving >= ctx.cfg.min_saving * current_cost);
         if pays && chosen.is_none_or(|c| priced.net > c.net) {
@@ -189,14 +234,14 @@ pub fn best_move(ctx: &Context<'_>, scored: &[Scored], must_move: bool) -> Verdi
                 .total_cmp(&sb.usable_probability(ctx.cfg))
                 .then(sb.cost.total_cmp(&sa.cost))
         });
-    let best_rejected = rejected.map(|i| (i, why_not(ctx, i, &scored[i], current_cost)));
+    let best_rejected = rejected.map(|i| (i, why_not(ctx, i, &scored[i], current_cost, floor)));
     Verdict {
         chosen,
         best_rejected,
     }
 }
 
-fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64) -> String {
+fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64, floor: f64) -> String {
     let cfg = ctx.cfg;
     if cfg.require_measured_shape && !s.measured && s.p_feasible >= cfg.confidence {
         return "shape not measured yet".into();
@@ -213,7 +258,11 @@ fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64) -> St
             s.utilisation, cfg.max_utilisation
         );
     }
-    let p = price(ctx, index, s);
+    let p = price(ctx, index, s, floor);
+    let shape = shape_of(&s.prediction.config);
+    if p.kind == ChangeKind::FullRestart && ctx.carries.is_some_and(|c| !c.contains(&shape)) {
+        return "its shape cannot carry the peak rate in place".into();
+    }
     if p.saving < cfg.min_saving * current_cost {
         return format!(
             "saves {:.1} % < {:.1} %",
@@ -229,7 +278,7 @@ fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64) -> St
         p.kind,
         p.change_cost,
         p.violation_s,
-        p.saving * p.dwell_s
+        p.saving * p.dwell_s + p.shape_credit
     )
 }
 
@@ -308,10 +357,20 @@ pub fn profile_batch(
             (value, relevant[k])
         })
         .filter(|&(value, i)| {
-            value > 0.0 && scored[i].prediction.config.total_cpu_cores() <= max_copy_cores
+            let config = &scored[i].prediction.config;
+            value > 0.0
+                && config.total_cpu_cores() <= max_copy_cores
+                && ctx.may_carry.is_none_or(|m| m.contains(&shape_of(config)))
         })
         .collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    tracing::debug!(
+        relevant = relevant.len(),
+        doubtful = verdict.doubtful.len(),
+        ranked = ranked.len(),
+        best_known,
+        "profiling candidates"
+    );
     let mut shapes = HashSet::new();
     let configs: Vec<JobConfig> = ranked
         .into_iter()
@@ -326,4 +385,85 @@ pub fn profile_batch(
         configs,
         miss_probability: verdict.miss_probability,
     }))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::models::surrogate::Estimate;
+
+    const QOS: Qos = Qos {
+        latency_p95_ms: 500.0,
+        recovery_s: 180.0,
+    };
+
+    fn scored(ctx: &Context<'_>, config: &str, capacity: f64) -> Scored {
+        let config: JobConfig = config.parse().unwrap();
+        let sure = |v: f64| Estimate {
+            log_mean: v.ln(),
+            log_sd: 0.01,
+        };
+        Scored::new(
+            ctx,
+            ConfigPrediction {
+                config,
+                rate: 10_000.0,
+                capacity: sure(capacity),
+                latency_p95_ms: sure(200.0),
+                recovery_s: sure(60.0),
+            },
+        )
+    }
+
+    #[test]
+    fn an_in_place_rescale_beats_a_restart_to_the_same_cost() {
+        // From 16 one-slot TaskManagers: 8 of the same shape (in place) or 4 two-slot ones with
+        // twice the cores and memory each (a restart) cost the same. Paying the restart's
+        // saving out over the shape dwell made it win; only a cheaper shape earns that credit.
+        let cfg = DemeterConfig::default();
+        let current: JobConfig = "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s".parse().unwrap();
+        let measured: HashSet<Shape> = [
+            shape_of(&current),
+            shape_of(&"p=8,slots=2,mem=4096m,cpu=2,ckpt=10s".parse().unwrap()),
+            shape_of(&"p=8,slots=2,mem=2048m,cpu=1,ckpt=10s".parse().unwrap()),
+        ]
+        .into_iter()
+        .collect();
+        let ctx = Context {
+            qos: &QOS,
+            cfg: &cfg,
+            reference: (24.0, 98_304.0),
+            current,
+            rate_now: 10_000.0,
+            downtime_s: (5.0, 30.0),
+            measured: &measured,
+            carries: None,
+            may_carry: None,
+        };
+        let candidates = vec![
+            scored(&ctx, "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s", 40_000.0),
+            scored(&ctx, "p=8,slots=1,mem=2048m,cpu=1,ckpt=10s", 25_000.0),
+            scored(&ctx, "p=8,slots=2,mem=4096m,cpu=2,ckpt=10s", 25_000.0),
+        ];
+        let verdict = best_move(&ctx, &candidates, false, false);
+        let chosen = verdict.chosen.unwrap();
+        assert_eq!(chosen.kind, ChangeKind::InPlace, "{chosen:?}");
+        assert_eq!(chosen.index, 1);
+
+        // A shape that is cheaper at the same capacity earns its credit and wins.
+        let mut cheaper = candidates.clone();
+        cheaper.push(scored(
+            &ctx,
+            "p=8,slots=2,mem=2048m,cpu=1,ckpt=10s",
+            25_000.0,
+        ));
+        let chosen = best_move(&ctx, &cheaper, false, false).chosen.unwrap();
+        assert_eq!(chosen.kind, ChangeKind::FullRestart, "{chosen:?}");
+        assert!(chosen.shape_credit > 0.0);
+
+        // Restarts can be ruled out (a risk move tries in place first).
+        let chosen = best_move(&ctx, &cheaper, true, true).chosen.unwrap();
+        assert_eq!(chosen.kind, ChangeKind::InPlace);
+    }
 }

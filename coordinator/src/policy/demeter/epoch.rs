@@ -1,66 +1,56 @@
 //! The two decision epochs of [`DemeterPolicy`]: the risk check and the optimisation.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use super::choose::{Context, Scored, best_move, profile_batch};
+use super::memory::{Shape, shape_of};
+use super::rates::DecisionRates;
 use super::{DemeterPolicy, InFlight};
 use crate::Result;
-use crate::models::forecast::Forecaster;
 use crate::models::space::JobConfig;
 use crate::policy::{Action, ChangeKind, Decision, ForecastSummary, Reason};
 
-/// Margin on the recent maximum while the forecaster is still warming up.
-const WARMUP_MARGIN: f64 = 0.15;
+/// Rates tried, geometrically from the plan down to the risk rate, for a risk move's target.
+const RISK_LEVELS: usize = 4;
+
+/// Which shapes may be restarted into: acceptable at the peak rate with their largest
+/// in-place configuration (for moves), or plausibly so (for profiling).
+#[derive(Debug, Default)]
+struct Carrying {
+    carries: HashSet<Shape>,
+    may_carry: HashSet<Shape>,
+}
 
 impl DemeterPolicy {
-    /// The rate to decide for over `horizon_s`: the forecast's upper quantile of the maximum,
-    /// never below the rate now; the recent maximum plus a margin before the first forecast.
-    fn decision_rate(&self, horizon_s: u32) -> (f64, ForecastSummary) {
-        match self.forecaster.forecast(horizon_s) {
-            Some(f) => {
-                let rate = f.upper_max.max(self.rate_now);
-                let summary = ForecastSummary {
-                    horizon_s,
-                    point_max: f.point_max,
-                    upper_max: rate,
-                };
-                (rate, summary)
-            }
-            None => {
-                let recent = self.watch.recent_max_rate(900).unwrap_or(self.rate_now);
-                let rate = recent * (1.0 + WARMUP_MARGIN);
-                let summary = ForecastSummary {
-                    horizon_s,
-                    point_max: recent,
-                    upper_max: rate,
-                };
-                (rate, summary)
-            }
-        }
-    }
-
-    fn context(&self, current: JobConfig) -> Context<'_> {
+    fn context<'a>(&'a self, current: JobConfig, carrying: Option<&'a Carrying>) -> Context<'a> {
         Context {
             qos: &self.qos,
             cfg: &self.cfg,
             reference: self.reference,
             current,
-            rate_now: self.rate_now,
+            rate_now: self.rates.now(),
             downtime_s: self.downtime_s,
             measured: self.memory.measured_shapes(),
+            carries: carrying.map(|c| &c.carries),
+            may_carry: carrying.map(|c| &c.may_carry),
         }
     }
 
-    /// Every candidate (and the current configuration, if off the grid) at `rate`.
-    fn score_all(&self, current: JobConfig, rate: f64) -> Result<Vec<Scored>> {
+    /// The candidates costing at most `max_cost` (and the current configuration) at `rate`:
+    /// what costs more can be neither a saving nor an allowed risk move, so it is not predicted.
+    fn score_all(&self, current: JobConfig, rate: f64, max_cost: f64) -> Result<Vec<Scored>> {
         let Some(surrogate) = self.model.surrogate() else {
             return Ok(Vec::new());
         };
-        let mut configs = self.candidates.clone();
-        if !configs.contains(&current) {
-            configs.push(current);
-        }
-        let ctx = self.context(current);
+        let ctx = self.context(current, None);
+        let mut configs: Vec<JobConfig> = self
+            .candidates
+            .iter()
+            .copied()
+            .filter(|c| ctx.cost(c) <= max_cost * (1.0 + 1e-9) && *c != current)
+            .collect();
+        configs.push(current);
         Ok(surrogate
             .predict_many(&configs, rate)?
             .into_iter()
@@ -68,14 +58,59 @@ impl DemeterPolicy {
             .collect())
     }
 
-    /// P(feasible) of the current configuration at the risk horizon's upper rate.
-    fn current_risk(&self, current: JobConfig) -> Result<(f64, ForecastSummary)> {
-        let (rate, summary) = self.decision_rate(self.cfg.risk_horizon_s);
-        let p = match self.model.surrogate() {
-            Some(s) => s.predict(&current, rate)?.p_feasible(&self.qos),
-            None => 1.0,
+    /// Shapes whose largest configuration in the grid (the most an in-place rescale can reach)
+    /// is acceptable, or plausible, at `peak`.
+    fn carrying(&self, current: JobConfig, peak: f64) -> Result<Carrying> {
+        let Some(surrogate) = self.model.surrogate() else {
+            return Ok(Carrying::default());
         };
-        Ok((p, summary))
+        let mut largest: Vec<JobConfig> = Vec::new();
+        for c in &self.candidates {
+            match largest.iter_mut().find(|l| shape_of(l) == shape_of(c)) {
+                Some(l) if l.parallelism < c.parallelism => *l = *c,
+                Some(_) => {}
+                None => largest.push(*c),
+            }
+        }
+        let ctx = self.context(current, None);
+        let mut carrying = Carrying::default();
+        for p in surrogate.predict_many(&largest, peak)? {
+            let s = Scored::new(&ctx, p);
+            let shape = shape_of(&p.config);
+            if s.acceptable(&self.cfg) {
+                carrying.carries.insert(shape);
+            }
+            // Plausible: the median capacity has the headroom (unmeasured shapes are uncertain,
+            // and profiling is how they become known).
+            let median_utilisation = peak / p.capacity.median().max(1e-9);
+            if median_utilisation <= self.cfg.max_utilisation
+                && s.p_feasible >= self.cfg.min_plausible
+            {
+                carrying.may_carry.insert(shape);
+            }
+        }
+        Ok(carrying)
+    }
+
+    /// P(feasible) of `config` at `rate`.
+    pub(super) fn p_feasible(&self, config: JobConfig, rate: f64) -> Result<f64> {
+        let Some(s) = self.model.surrogate() else {
+            return Ok(1.0);
+        };
+        let p = s.predict(&config, rate)?;
+        tracing::debug!(
+            policy = "demeter",
+            %config,
+            rate,
+            capacity = p.capacity.median(),
+            capacity_sd = p.capacity.log_sd,
+            latency_ms = p.latency_p95_ms.median(),
+            latency_sd = p.latency_p95_ms.log_sd,
+            recovery_s = p.recovery_s.median(),
+            recovery_sd = p.recovery_s.log_sd,
+            "prediction"
+        );
+        Ok(p.p_feasible(&self.qos))
     }
 
     fn observed_violation(&self) -> bool {
@@ -95,6 +130,12 @@ impl DemeterPolicy {
         Ok(())
     }
 
+    fn decide_rates(&mut self) -> DecisionRates {
+        let rates = self.rates.decide();
+        self.last_forecast = Some(rates.summary);
+        rates
+    }
+
     pub(super) fn risk_check(&mut self, now: Duration) -> Result<()> {
         let now_s = now.as_secs_f64();
         let Some(current) = self.current else {
@@ -104,7 +145,8 @@ impl DemeterPolicy {
             return Ok(());
         }
         self.refresh_model(now_s)?;
-        let (p_current, _) = self.current_risk(current)?;
+        let rates = self.decide_rates();
+        let p_current = self.p_feasible(current, rates.risk)?;
         let observed = self.observed_violation();
         if p_current >= self.cfg.risk_probability && !observed {
             return Ok(());
@@ -115,62 +157,146 @@ impl DemeterPolicy {
         if cooling && !observed {
             return Ok(());
         }
-        self.move_now(now, current, p_current)
+        self.move_now(now, current, p_current, rates)
     }
 
-    /// The current configuration is (predicted) at risk: the acceptable candidate best for the
-    /// long horizon, at any cost; the safe default when none is acceptable.
-    fn move_now(&mut self, now: Duration, current: JobConfig, p_current: f64) -> Result<()> {
+    /// The current configuration is (predicted) at risk. The move, in order of preference:
+    /// the acceptable candidate best for the plan (cheapest running cost plus change cost),
+    /// restarting only into a shape that carries the peak in place if there is one; else the
+    /// acceptable one for the risk rate alone; else, best effort, the candidate most likely to
+    /// meet the QoS at the risk rate if it is likelier than the current one. Never costlier
+    /// than the safe default unless the safe default is believed unable to carry even the
+    /// expected rate (the upper quantile alone does not lift the cap: a forecast margin is no
+    /// reason to pay more than the operator's own peak configuration).
+    fn move_now(
+        &mut self,
+        now: Duration,
+        current: JobConfig,
+        p_current: f64,
+        rates: DecisionRates,
+    ) -> Result<()> {
         let now_s = now.as_secs_f64();
-        // Good for the long horizon if possible; else at least for the risk horizon (a trend
-        // extrapolated over an hour can ask for more than any configuration has).
-        let mut attempt = None;
-        for horizon in [self.cfg.horizon_s, self.cfg.risk_horizon_s] {
-            let (rate, forecast) = self.decision_rate(horizon);
-            let scored = self.score_all(current, rate)?;
-            let verdict = best_move(&self.context(current), &scored, true);
-            let found = verdict.chosen.is_some();
-            attempt = Some((forecast, scored, verdict));
-            if found {
-                break;
+        if self.model.surrogate().is_none() {
+            if current != self.safe {
+                self.fall_back_to_safe_default(now, current, rates);
+            }
+            return Ok(());
+        }
+        let safe_cost = self.context(current, None).cost(&self.safe);
+        let safe_enough = self.p_feasible(self.safe, rates.expected)? >= self.cfg.risk_probability;
+        let max_cost = if safe_enough {
+            safe_cost
+        } else {
+            f64::INFINITY
+        };
+        let carrying = self.carrying(current, rates.peak)?;
+        let mut found = None;
+        // Sized for the plan if anything allowed carries it, else for the highest rate between
+        // the plan and the risk rate that something carries: following a climb one step per
+        // check would cost a change per step.
+        let levels: Vec<f64> = (0..RISK_LEVELS)
+            .map(|k| {
+                let f = k as f64 / (RISK_LEVELS - 1) as f64;
+                rates.plan.powf(1.0 - f) * rates.risk.powf(f)
+            })
+            .collect();
+        // In place if that carries at least the risk rate (a restart is a minute or two over
+        // the QoS), then restarts into a shape that carries the peak, then any restart.
+        let mut by_level: Vec<Option<Vec<Scored>>> = vec![None; levels.len()];
+        'search: for (in_place_only, restrict) in [(true, false), (false, true), (false, false)] {
+            for (k, &rate) in levels.iter().enumerate() {
+                if by_level[k].is_none() {
+                    by_level[k] = Some(self.score_all(current, rate, max_cost)?);
+                }
+                let Some(scored) = by_level[k].as_deref() else {
+                    continue;
+                };
+                let ctx = self.context(current, restrict.then_some(&carrying));
+                let verdict = best_move(&ctx, scored, true, in_place_only);
+                if let Some(chosen) = verdict.chosen {
+                    let rejected = verdict
+                        .best_rejected
+                        .map(|(i, why)| (scored[i].numbers(), why));
+                    found = Some((rate, scored[chosen.index], rejected));
+                    break 'search;
+                }
             }
         }
-        let Some((forecast, scored, verdict)) = attempt else {
+        if found.is_none() {
+            let scored = self.score_all(current, rates.risk, max_cost)?;
+            let ctx = self.context(current, None);
+            let likeliest = scored
+                .iter()
+                .filter(|s| s.prediction.config != current)
+                .max_by(|a, b| {
+                    let (pa, pb) = (
+                        a.usable_probability(&self.cfg),
+                        b.usable_probability(&self.cfg),
+                    );
+                    pa.total_cmp(&pb).then_with(|| {
+                        let floor = ctx.cost(&current);
+                        let (ia, ib) = (
+                            super::choose::price(&ctx, 0, a, floor).change_cost,
+                            super::choose::price(&ctx, 0, b, floor).change_cost,
+                        );
+                        ib.total_cmp(&ia)
+                    })
+                });
+            let current_p = scored
+                .iter()
+                .find(|s| s.prediction.config == current)
+                .map_or(p_current, |s| s.usable_probability(&self.cfg));
+            if let Some(best) = likeliest
+                && best.usable_probability(&self.cfg) > current_p
+            {
+                let why = format!(
+                    "staying: P(feasible) {current_p:.2}; nothing is acceptable at {:.0}/s, the \
+                     move is to the likeliest to meet the QoS",
+                    rates.risk
+                );
+                let stay = scored.iter().find(|s| s.prediction.config == current);
+                let rejected = stay.map(|s| (s.numbers(), why));
+                found = Some((rates.risk, *best, rejected));
+            }
+        }
+        let Some((rate, target, rejected)) = found else {
+            tracing::warn!(policy = "demeter", %current, p_current, rate = rates.risk, "at risk, and no candidate is likelier to meet the QoS");
             return Ok(());
-        };
-        let rejected = verdict
-            .best_rejected
-            .map(|(i, why)| (scored[i].numbers(), why));
-        let (to, reason, chosen) = match verdict.chosen {
-            Some(c) => (
-                scored[c.index].prediction.config,
-                Reason::QosRisk {
-                    p_feasible: p_current,
-                },
-                Some(scored[c.index].numbers()),
-            ),
-            None if current != self.safe => {
-                let numbers = scored
-                    .iter()
-                    .find(|s| s.prediction.config == self.safe)
-                    .map(Scored::numbers);
-                (self.safe, Reason::SafeDefault, numbers)
-            }
-            None => {
-                tracing::warn!(policy = "demeter", %current, p_current, "at risk on the safe default already");
-                return Ok(());
-            }
         };
         self.last_risk_move_s = Some(now_s);
         let decision = Decision {
             at: now,
-            reason,
-            forecast: Some(forecast),
-            chosen,
+            reason: Reason::QosRisk {
+                p_feasible: p_current,
+            },
+            forecast: Some(ForecastSummary {
+                upper_max: rate,
+                ..rates.summary
+            }),
+            chosen: Some(target.numbers()),
             best_rejected: rejected,
         };
-        self.reconfigure(now_s, current, to, decision);
+        self.reconfigure(now_s, current, target.prediction.config, decision);
         Ok(())
+    }
+
+    /// Nothing is known yet: the safe default.
+    fn fall_back_to_safe_default(
+        &mut self,
+        now: Duration,
+        current: JobConfig,
+        rates: DecisionRates,
+    ) {
+        let now_s = now.as_secs_f64();
+        self.last_risk_move_s = Some(now_s);
+        let decision = Decision {
+            at: now,
+            reason: Reason::SafeDefault,
+            forecast: Some(rates.summary),
+            chosen: None,
+            best_rejected: None,
+        };
+        self.reconfigure(now_s, current, self.safe, decision);
     }
 
     fn reconfigure(&mut self, now_s: f64, from: JobConfig, to: JobConfig, decision: Decision) {
@@ -195,19 +321,21 @@ impl DemeterPolicy {
             return Ok(());
         }
         self.refresh_model(now_s)?;
-        let (p_current, _) = self.current_risk(current)?;
+        let rates = self.decide_rates();
+        let p_current = self.p_feasible(current, rates.risk)?;
         let must_move = !self.watch.catching_up()
             && (p_current < self.cfg.risk_probability || self.observed_violation());
-        let (rate, forecast) = self.decision_rate(self.cfg.horizon_s);
-        let scored = self.score_all(current, rate)?;
+        let current_cost = self.context(current, None).cost(&current);
+        let scored = self.score_all(current, rates.plan, current_cost)?;
         if scored.is_empty() {
             return Ok(());
         }
-        if self.maybe_profile(now, current, rate, forecast, &scored)? && !must_move {
+        let carrying = self.carrying(current, rates.peak)?;
+        if self.maybe_profile(now, current, &rates, &scored, &carrying)? && !must_move {
             return Ok(());
         }
         if must_move {
-            return self.move_now(now, current, p_current);
+            return self.move_now(now, current, p_current, rates);
         }
         let dwelling = self
             .last_change_s
@@ -215,9 +343,8 @@ impl DemeterPolicy {
         if self.profiling.is_some() || dwelling {
             return Ok(());
         }
-        let ctx = self.context(current);
-        let current_cost = ctx.cost(&current);
-        let verdict = best_move(&ctx, &scored, false);
+        let ctx = self.context(current, Some(&carrying));
+        let verdict = best_move(&ctx, &scored, false, false);
         let Some(chosen) = verdict.chosen else {
             return Ok(());
         };
@@ -226,7 +353,7 @@ impl DemeterPolicy {
             reason: Reason::Cheaper {
                 saving: chosen.saving / current_cost.max(1e-9),
             },
-            forecast: Some(forecast),
+            forecast: Some(rates.summary),
             chosen: Some(scored[chosen.index].numbers()),
             best_rejected: verdict
                 .best_rejected
@@ -243,9 +370,9 @@ impl DemeterPolicy {
         &mut self,
         now: Duration,
         current: JobConfig,
-        rate: f64,
-        forecast: ForecastSummary,
+        rates: &DecisionRates,
         scored: &[Scored],
+        carrying: &Carrying,
     ) -> Result<bool> {
         let now_s = now.as_secs_f64();
         let gap_ok = self
@@ -255,7 +382,7 @@ impl DemeterPolicy {
             return Ok(false);
         }
         let mut available = self.budget.available(now_s);
-        let ctx = self.context(current);
+        let ctx = self.context(current, Some(carrying));
         let run_s = self.cfg.profile_run_s as f64;
         // A copy may take its share of what the budget holds, so a batch has several copies.
         let per_copy = available / (self.cfg.max_copies as f64 * run_s);
@@ -291,7 +418,7 @@ impl DemeterPolicy {
             reason: Reason::ProfileUncertain {
                 miss_probability: batch.miss_probability,
             },
-            forecast: Some(forecast),
+            forecast: Some(rates.summary),
             chosen: configs.first().and_then(numbers).map(Scored::numbers),
             best_rejected: best_known.map(|s| {
                 (
@@ -303,6 +430,7 @@ impl DemeterPolicy {
                 )
             }),
         };
+        let rate = rates.plan;
         tracing::info!(
             policy = "demeter",
             batch = id,

@@ -25,6 +25,7 @@ mod config;
 mod epoch;
 mod memory;
 mod model;
+mod rates;
 #[cfg(test)]
 mod tests;
 mod watch;
@@ -33,15 +34,15 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::Result;
-use crate::models::forecast::{ForecastConfig, Forecaster, OnlineForecaster};
 use crate::models::observations::Observation;
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::models::surrogate::Qos;
-use crate::policy::{Action, ChangeKind, JobTick, Policy, ReconfigureOutcome};
+use crate::policy::{Action, ChangeKind, ForecastSummary, JobTick, Policy, ReconfigureOutcome};
 
 pub use config::DemeterConfig;
 use memory::Memory;
 use model::Model;
+use rates::Rates;
 use watch::Watch;
 
 /// Weight of the newest measured downtime in its running average.
@@ -74,13 +75,14 @@ pub struct DemeterPolicy {
     safe: JobConfig,
     /// Safe default's total CPU cores and memory MB: the cost units.
     reference: (f64, f64),
-    forecaster: OnlineForecaster,
+    rates: Rates,
+    /// The forecast of the latest decision epoch (for timelines and live views).
+    last_forecast: Option<ForecastSummary>,
     memory: Memory,
     watch: Watch,
     model: Model,
     budget: budget::Budget,
     current: Option<JobConfig>,
-    rate_now: f64,
     in_flight: Option<InFlight>,
     profiling: Option<(u64, f64)>,
     batches: u64,
@@ -110,11 +112,7 @@ impl DemeterPolicy {
             }
             None => safe_default(&space, &candidates),
         };
-        let forecaster = OnlineForecaster::new(ForecastConfig {
-            horizon_s: cfg.horizon_s,
-            quantile: cfg.quantile,
-            ..ForecastConfig::default()
-        })?;
+        let rates = Rates::new(&cfg)?;
         let reference = (safe.total_cpu_cores(), safe.total_memory_mb());
         Ok(DemeterPolicy {
             memory: Memory::new(
@@ -140,9 +138,9 @@ impl DemeterPolicy {
             qos,
             safe,
             reference,
-            forecaster,
+            rates,
+            last_forecast: None,
             current: None,
-            rate_now: 0.0,
             in_flight: None,
             profiling: None,
             batches: 0,
@@ -243,10 +241,7 @@ impl Policy for DemeterPolicy {
             self.next_risk_s = now_s + self.cfg.risk_check_every_s as f64;
             self.next_optimise_s = now_s + self.cfg.first_decision_after_s as f64;
         }
-        if tick.rate.is_finite() && tick.rate >= 0.0 {
-            self.forecaster.observe(now.as_secs(), tick.rate);
-            self.rate_now = tick.rate;
-        }
+        self.rates.observe(now.as_secs(), tick.rate);
         if self.in_flight.is_none() {
             self.current = Some(tick.config);
         }
@@ -331,5 +326,9 @@ impl Policy for DemeterPolicy {
 
     fn poll_action(&mut self) -> Option<Action> {
         self.actions.pop_front()
+    }
+
+    fn forecast(&self) -> Option<ForecastSummary> {
+        self.last_forecast
     }
 }

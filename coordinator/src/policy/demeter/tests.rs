@@ -305,6 +305,76 @@ fn the_same_seed_gives_the_same_decisions() {
     assert_eq!(a.actions, b.actions);
 }
 
+/// 2 h at 10k, then within 30 minutes up to `level`, held for 2 h.
+fn rise_to(level: f64, seed: u64) -> Vec<f64> {
+    let mut rates = noisy(10_000.0, 2 * 3_600, 0.03, seed);
+    rates.extend((0..1_800).map(|s| 10_000.0 + (level - 10_000.0) * s as f64 / 1_800.0));
+    rates.extend(noisy(level, 2 * 3_600, 0.03, seed + 1));
+    rates
+}
+
+#[test]
+fn on_the_safe_default_a_rise_it_carries_is_not_a_risk() {
+    // The safe default carries 70 % of its capacity within both QoS bounds. Judged at the
+    // upper quantile of an hour's maximum (2–3 × the point after an unforeseen rise, and five
+    // times once the calibration's adaptive level ran away), it looked infeasible at such
+    // rates: "at risk on the safe default already", p = 0, again and again.
+    let safe = JobConfig::paper_default();
+    let level = 0.7 * truth().capacity(&safe);
+    let outcome = truth().outcomes(&safe, level);
+    assert!(outcome.latency_p95_ms < QOS.latency_p95_ms && outcome.recovery_s < QOS.recovery_s);
+    let config = DemeterConfig {
+        max_copies: 0,
+        min_saving: 10.0, // no cost-saving moves: any move is a risk move
+        ..test_config()
+    };
+    let mut p = demeter_policy(SearchSpace::default(), QOS, config.clone(), 7).unwrap();
+    let run = simulate(&mut p, &rise_to(level, 7), 0, 7);
+    assert_eq!(run.reconfigurations(), 0, "{}", describe(&run));
+    let rates = p.rates.decide();
+    assert!(
+        rates.risk < 1.3 * level,
+        "{rates:?} at a steady {level:.0}/s"
+    );
+    let belief = p.p_feasible(safe, rates.risk).unwrap();
+    assert!(
+        belief >= config.risk_probability,
+        "P(feasible) {belief} at {rates:?}"
+    );
+}
+
+#[test]
+fn a_risk_move_never_costs_more_than_a_sufficient_safe_default() {
+    // Scaled down for 10k, then a rise the safe default carries: the risk moves may go up to
+    // the safe default's cost, never beyond (they went to 36 cores against its 24).
+    let safe = JobConfig::paper_default();
+    let level = 0.7 * truth().capacity(&safe);
+    let mut p = policy(8);
+    let safe_cost = cost_share(&safe).0 + cost_share(&safe).1;
+    let run = simulate(&mut p, &rise_to(level, 8), 0, 8);
+    let risk_moves: Vec<&JobConfig> = run
+        .actions
+        .iter()
+        .filter_map(|(_, a)| match a {
+            Action::Reconfigure { to, decision, .. }
+                if matches!(decision.reason, Reason::QosRisk { .. }) =>
+            {
+                Some(to)
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!risk_moves.is_empty(), "{}", describe(&run));
+    for to in risk_moves {
+        let (cpu, memory) = cost_share(to);
+        assert!(
+            cpu + memory <= safe_cost + 1e-9,
+            "{to}:\n{}",
+            describe(&run)
+        );
+    }
+}
+
 #[test]
 fn rejects_a_safe_default_outside_the_space() {
     let config = DemeterConfig {

@@ -20,8 +20,6 @@ const GROWTH_FRACTION: f64 = 0.03;
 /// While catching up, the backlog is compared with its value this many seconds before: if it
 /// did not shrink, the job is overloaded rather than catching up.
 const DRAIN_PROBE_S: f64 = 30.0;
-/// Rate history kept for the forecast fallback during warm-up.
-const RATE_HISTORY_S: usize = 900;
 
 /// What one tick told the policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -52,7 +50,6 @@ struct Failure {
 pub struct Watch {
     latency_qos_ms: f64,
     recent: VecDeque<Recent>,
-    rates: VecDeque<f64>,
     /// Catching up since this time (after a stop of any kind).
     settling_since: Option<f64>,
     /// (time, backlog) of the last drain probe while catching up.
@@ -65,7 +62,6 @@ impl Watch {
         Watch {
             latency_qos_ms,
             recent: VecDeque::new(),
-            rates: VecDeque::new(),
             settling_since: None,
             probe: None,
             failure: None,
@@ -74,10 +70,6 @@ impl Watch {
 
     /// `expected_down`: a reconfiguration is in flight, so a stop is ours, not a failure.
     pub fn on_tick(&mut self, now_s: f64, tick: &JobTick, expected_down: bool) -> TickFacts {
-        self.rates.push_back(tick.rate);
-        if self.rates.len() > RATE_HISTORY_S {
-            self.rates.pop_front();
-        }
         let mut facts = TickFacts {
             steady: false,
             recovery: None,
@@ -164,11 +156,5 @@ impl Watch {
 
     pub fn catching_up(&self) -> bool {
         self.settling_since.is_some()
-    }
-
-    /// Highest rate over the last `seconds` (at most the kept history).
-    pub fn recent_max_rate(&self, seconds: usize) -> Option<f64> {
-        let skip = self.rates.len().saturating_sub(seconds);
-        self.rates.iter().skip(skip).copied().reduce(f64::max)
     }
 }
