@@ -123,7 +123,14 @@ ops_host_up() { # ops_host_up NAME: mounts $OPS_HOSTS_DIR/NAME/root
 }
 ops_host_mount_root() { # the overlay alone, without /proc, /dev, /run
     local dir="$OPS_HOSTS_DIR/$1"
-    mount -t overlay overlay -o "lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work" "$dir/root"
+    local opts="lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work"
+    # On a fresh machine the first overlay mount was seen to fail with "special device overlay
+    # does not exist" (the filesystem not yet registered); later ones worked. Load it and retry once.
+    mount -t overlay overlay -o "$opts" "$dir/root" 2>/dev/null || {
+        modprobe overlay 2>/dev/null || true
+        sleep 1
+        mount -t overlay overlay -o "$opts" "$dir/root"
+    }
 }
 ops_host_down() { # stop NAME's sshd or booted systemd, unmount its root; no-op when down
     local dir="$OPS_HOSTS_DIR/$1" pid
