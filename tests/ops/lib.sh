@@ -123,7 +123,8 @@ ops_host_up() { # ops_host_up NAME: mounts $OPS_HOSTS_DIR/NAME/root
 }
 ops_host_mount_root() { # the overlay alone, without /proc, /dev, /run
     local dir="$OPS_HOSTS_DIR/$1"
-    local opts="lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work"
+    local opts
+    opts="lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work"
     # On a fresh machine the first overlay mount was seen to fail with "special device overlay
     # does not exist" (the filesystem not yet registered); later ones worked. Load it and retry once.
     mount -t overlay overlay -o "$opts" "$dir/root" 2>/dev/null || {
