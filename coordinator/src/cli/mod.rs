@@ -47,8 +47,31 @@ enum Command {
     Profile(profile::ProfileArgs),
     /// Replay a rate trace through the digital twin under a policy (static, reactive,
     /// demeter, oracle, or all) and report cost, QoS, recoveries and changes.
+    #[command(long_about = SIMULATE_ABOUT)]
     Simulate(simulate::SimulateArgs),
 }
+
+const SIMULATE_ABOUT: &str = "\
+Replay a rate trace through the digital twin (a deterministic, per-second simulator of the Flink
+job described by --twin) under one policy or all of them, and report what each cost and how well
+it kept the QoS.
+
+Policies: static (the peak default, never changes; every ratio is relative to it), reactive
+(Flink's autoscaler rule, parallelism only), demeter, and oracle: the offline optimum with
+perfect knowledge (true curves, future rates, failure schedule) — a dynamic program over
+--oracle-epoch epochs that holds only configurations truly meeting both QoS bounds, with at
+most --oracle-max-changes changes disrupting at most --oracle-max-disruption % of the run (by
+default the targets' limits: 12 changes per 18 h, 1.5 %).
+
+Seconds over the latency QoS are split by cause: steady, changes (downtime + catch-up) and
+failure recoveries (failure -> backlog drained, excused up to the recovery QoS). The latency
+figure (>QoS%) EXCLUDES failure recoveries, which the recovery QoS governs and which every
+policy suffers alike; all% includes them. Profiling copies run only on the spare capacity of
+the twin's [cluster] (production always wins).
+
+Example (the benchmark):
+  demeter-coordinator simulate --trace data/traces/CARS_3D_1S_4_sub_35K_max.csv \\
+    --twin coordinator/testdata/twin-benchmark.toml --policy all --failures-every 45m";
 
 pub fn run() -> anyhow::Result<()> {
     let command = Cli::parse().command;
