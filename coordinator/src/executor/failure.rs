@@ -104,6 +104,14 @@ impl RecoveryWatch {
         at_ms.saturating_sub(self.killed_at_ms)
     }
 
+    /// Which milestones were reached so far, for error messages.
+    pub fn progress(&self) -> String {
+        format!(
+            "running at {:?} ms, flowing at {:?} ms, {} drained reading(s) of {}",
+            self.running, self.flowing, self.good, self.polls
+        )
+    }
+
     /// Feeds one reading; returns the recovery once drained.
     pub fn observe(&mut self, p: &RecoveryPoint) -> Option<Recovery> {
         let at = self.elapsed_ms(p.at_ms);
@@ -147,22 +155,27 @@ impl RecoveryWatch {
     }
 }
 
-/// SIGKILLs `victim` and, once its process is gone, has the backend start it again (what a
-/// supervisor does in production). Returns the kill time (ms since the epoch).
+/// SIGKILLs `victim` and, once its process is gone and Flink has dropped its registration,
+/// has the backend start it again (what a supervisor does in production). Returns the kill
+/// time (ms since the epoch).
+///
+/// Why wait for Flink: a replacement that registers under the same resource id while the
+/// ResourceManager still holds the dead one's registration races Flink's duplicate-registration
+/// handling (the dead TaskManager's failure can then be applied to its replacement, and the job
+/// waits for slots that never come). The wait is bounded by `unregistered_within` (the cluster's
+/// heartbeat timeout plus a margin): the replacement starts then regardless.
 pub async fn kill_and_replace(
+    client: &FlinkClient,
     taskmanagers: &dyn TaskManagers,
     job_name: &str,
     specs: &[TaskManagerSpec],
     victim: &str,
     gone_within: Duration,
+    unregistered_within: Duration,
 ) -> Result<u64> {
     let t0 = now_ms();
     taskmanagers.kill(victim).await?;
-    tracing::info!(
-        victim,
-        job = job_name,
-        "TaskManager killed; starting its replacement"
-    );
+    tracing::info!(victim, job = job_name, "TaskManager killed");
     let deadline = tokio::time::Instant::now() + gone_within;
     while taskmanagers
         .alive(job_name)
@@ -177,6 +190,32 @@ pub async fn kill_and_replace(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let deadline = tokio::time::Instant::now() + unregistered_within;
+    loop {
+        let registered = client
+            .taskmanagers()
+            .await
+            .map(|tms| tms.iter().any(|tm| tm.id.as_str() == victim))
+            .unwrap_or(true);
+        if !registered {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            tracing::warn!(
+                victim,
+                ?unregistered_within,
+                "Flink still lists the killed TaskManager; starting its replacement anyway"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tracing::info!(
+        victim,
+        job = job_name,
+        waited_ms = now_ms().saturating_sub(t0),
+        "starting the replacement TaskManager"
+    );
     taskmanagers.ensure(job_name, specs).await?;
     Ok(t0)
 }
@@ -204,12 +243,23 @@ pub async fn kill_and_time_recovery(
         .iter()
         .map(|v| v.parallelism)
         .collect();
-    let t0 = kill_and_replace(taskmanagers, job_name, specs, victim, deadline).await?;
+    let t0 = kill_and_replace(
+        client,
+        taskmanagers,
+        job_name,
+        specs,
+        victim,
+        deadline,
+        UNREGISTERED_WITHIN,
+    )
+    .await?;
     let mut watch = RecoveryWatch::new(victim, t0, parallelism, before, drained.polls);
+    let mut last: Option<RecoveryPoint> = None;
     loop {
         if watch.elapsed_ms(now_ms()) > deadline.as_millis() as u64 {
             return Err(Error::Executor(format!(
-                "job {job} not recovered {deadline:?} after killing {victim}"
+                "job {job} not recovered {deadline:?} after killing {victim}; {}; last reading: {last:?}",
+                watch.progress()
             )));
         }
         tokio::time::sleep(poll).await;
@@ -231,8 +281,13 @@ pub async fn kill_and_time_recovery(
         if let Some(recovery) = watch.observe(&point) {
             return Ok(recovery);
         }
+        last = Some(point);
     }
 }
+
+/// How long to wait for Flink to drop a killed TaskManager before starting its replacement:
+/// the heartbeat timeout Demeter's clusters use (10 s) plus a margin.
+pub const UNREGISTERED_WITHIN: Duration = Duration::from_secs(15);
 
 /// Records the job's sources emitted so far.
 pub fn source_records(details: &crate::flink::JobDetails) -> f64 {

@@ -16,7 +16,7 @@ use super::machine::{CopyMachine, CopyReport, Effect, Event, Phase};
 use super::measure::{CheckpointTiming, CopySample, VertexBusy};
 use super::plan::CopyPlan;
 use crate::executor::driver::now_ms;
-use crate::executor::failure::{kill_and_replace, source_records};
+use crate::executor::failure::{UNREGISTERED_WITHIN, kill_and_replace, source_records};
 use crate::executor::taskmanagers::TaskManagers;
 use crate::flink::{Aggregation, FlinkClient, JarRunRequest, JobId};
 use crate::{Error, Result};
@@ -111,11 +111,13 @@ impl CopyShell {
             Effect::Submit => self.submit().await.map(|()| Event::Submitted),
             Effect::Sample => self.sample().await.map(|s| Event::Sample(Box::new(s))),
             Effect::Kill { victim } => kill_and_replace(
+                &self.client,
                 self.taskmanagers.as_ref(),
                 &self.plan.name,
                 &self.plan.taskmanagers,
                 victim,
                 Duration::from_secs(30),
+                UNREGISTERED_WITHIN,
             )
             .await
             .map(|at_ms| Event::Killed { at_ms }),
