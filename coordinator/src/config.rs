@@ -28,6 +28,9 @@ pub struct CoordinatorConfig {
     pub flink: FlinkConfig,
     #[serde(default)]
     pub executor: ExecutorConfig,
+    /// Jobs Demeter tunes live (`[[tuning.jobs]]`); see `crate::tuner::settings`.
+    #[serde(default)]
+    pub tuning: crate::tuner::TuningConfig,
 }
 
 /// Where the executor runs TaskManagers, and how the daemon watches jobs (the `[executor]`

@@ -12,6 +12,7 @@ pub mod policy;
 pub mod profiler;
 pub mod store;
 pub mod trace;
+pub mod tuner;
 pub mod twin;
 
 pub use error::{Error, FlinkErrorKind, Result};

@@ -37,6 +37,8 @@ pub enum JobRequest {
     Show { job: String, operations: u32 },
     /// Every registered job.
     List,
+    /// A tuned job's live view and its newest `last` decisions.
+    Tuning { job: String, last: u32 },
 }
 
 /// How to submit a job. Paths are on the coordinator's host: the daemon uploads the jar.
@@ -96,6 +98,7 @@ pub enum JobReply {
     /// The operation started but the daemon could not carry it to an end (e.g. its journal
     /// failed); it stays in flight at its last durable step and is resumed at the next start.
     Failed(String),
+    Tuning(super::tuning::TuningView),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -253,6 +256,16 @@ impl JobRequest {
                 Ok(())
             }
             Self::List => Ok(()),
+            Self::Tuning { job, last } => {
+                check_job_name(job)?;
+                if *last > super::tuning::MAX_DECISIONS {
+                    return Err(format!(
+                        "at most {} decisions per answer, not {last}",
+                        super::tuning::MAX_DECISIONS
+                    ));
+                }
+                Ok(())
+            }
         }
     }
 }

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use crate::metrics::Sample;
 
 pub mod jobs;
+pub mod tuning;
 
 pub use jobs::{JobReply, JobRequest};
 

@@ -127,6 +127,20 @@ pub(super) enum JobCommand {
     /// Local mode: resume, or roll back, every operation a previous run left in flight (the
     /// daemon does this by itself when it starts).
     Resume,
+    /// Daemon only: a tuned job's live reading, forecast and newest decisions with their
+    /// reasons (why it profiled, why it moved, what it expected).
+    Tuning {
+        name: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// The newest decisions shown.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(0..=i64::from(demeter_common::protocol::tuning::MAX_DECISIONS)))]
+        last: u32,
+        /// Refresh every this many seconds until interrupted (a live view).
+        #[arg(long)]
+        watch: Option<u64>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -305,6 +319,9 @@ async fn dispatch(args: JobArgs) -> anyhow::Result<()> {
                 .collect();
             job_render::list(&jobs, json)?;
         }
+        JobCommand::Tuning { .. } => bail!(
+            "tuning runs in the coordinator daemon: give --coordinator (and --ca/--cert/--key)"
+        ),
         JobCommand::Resume => {
             if journal.in_flight()?.is_empty() {
                 println!("no operation in flight");

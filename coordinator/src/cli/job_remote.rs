@@ -17,8 +17,14 @@ use super::remote::Session;
 
 pub(super) async fn dispatch(remote: &RemoteArgs, command: JobCommand) -> anyhow::Result<()> {
     let json = match &command {
-        JobCommand::Show { json, .. } | JobCommand::List { json } => *json,
+        JobCommand::Show { json, .. }
+        | JobCommand::List { json }
+        | JobCommand::Tuning { json, .. } => *json,
         _ => false,
+    };
+    let watch = match &command {
+        JobCommand::Tuning { watch, .. } => watch.map(|s| std::time::Duration::from_secs(s.max(1))),
+        _ => None,
     };
     let request = match command {
         JobCommand::Register(r) => JobRequest::Register(JobRegistration {
@@ -46,6 +52,7 @@ pub(super) async fn dispatch(remote: &RemoteArgs, command: JobCommand) -> anyhow
             operations,
         },
         JobCommand::List { .. } => JobRequest::List,
+        JobCommand::Tuning { name, last, .. } => JobRequest::Tuning { job: name, last },
         JobCommand::Resume => bail!(
             "the daemon resumes operations left in flight by itself when it starts; follow them with `job show`"
         ),
@@ -71,8 +78,21 @@ pub(super) async fn dispatch(remote: &RemoteArgs, command: JobCommand) -> anyhow
     };
     let mut session =
         Session::connect(addr, &remote.server_name, tls, vec![Capability::Jobs]).await?;
-    session.send(&AgentMessage::Job(request)).await?;
-    let result = answers(&mut session, json).await;
+    let result = match watch {
+        None => {
+            session.send(&AgentMessage::Job(request)).await?;
+            answers(&mut session, json).await
+        }
+        Some(every) => loop {
+            session.send(&AgentMessage::Job(request.clone())).await?;
+            // Clear the terminal and draw again, like `watch`.
+            print!("\x1b[2J\x1b[H");
+            if let Err(e) = answers(&mut session, json).await {
+                break Err(e);
+            }
+            tokio::time::sleep(every).await;
+        },
+    };
     session.close().await;
     result
 }
@@ -106,6 +126,7 @@ async fn answers(session: &mut Session, json: bool) -> anyhow::Result<()> {
             }
             JobReply::Details(details) => return job_render::details(details, json),
             JobReply::Jobs(jobs) => return job_render::list(jobs, json),
+            JobReply::Tuning(view) => return super::tuning_render::tuning(view, json),
             JobReply::Refused(reason) => bail!("refused: {reason}"),
             JobReply::Failed(reason) => bail!(
                 "the daemon could not finish the operation ({reason}); it stays in flight and resumes at the daemon's next start"

@@ -12,6 +12,7 @@ mod remote;
 mod serve;
 mod simulate;
 mod simulate_output;
+mod tuning_render;
 
 use clap::{Parser, Subcommand};
 

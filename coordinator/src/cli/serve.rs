@@ -113,7 +113,25 @@ fn start_executor(
         watchdog: executor.watchdog.clone(),
     };
     let failpoint = Arc::new(super::failpoint::Failpoint::from_env());
-    ExecutorService::start(ingest, Arc::new(client), journal, settings, failpoint)?;
+    let service = ExecutorService::start(ingest, Arc::new(client), journal, settings, failpoint)?;
+    start_tuners(config, store, &service)
+}
+
+/// One live loop per `[[tuning.jobs]]` entry.
+fn start_tuners(
+    config: &CoordinatorConfig,
+    store: &Arc<Store>,
+    service: &Arc<demeter_coordinator::executor::service::ExecutorService>,
+) -> anyhow::Result<()> {
+    use demeter_coordinator::tuner::{Board, DecisionLog, Tuner};
+    let log = DecisionLog::open(store.clone()).context("opening the decision log")?;
+    let board = Arc::new(Board::new(log));
+    service.serve_tuning(board.clone());
+    for tuning in &config.tuning.jobs {
+        tuning.validate()?;
+        info!(job = %tuning.job, policy = %tuning.policy, "job will be tuned");
+        tokio::spawn(Tuner::new(tuning.clone(), service.clone(), board.clone()).run());
+    }
     Ok(())
 }
 

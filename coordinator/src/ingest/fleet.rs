@@ -3,7 +3,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use demeter_common::metrics::Sample;
+use demeter_common::metrics::{JvmSample, Sample};
 use demeter_common::protocol::AgentSummary;
 
 #[derive(Debug, Clone)]
@@ -109,6 +109,23 @@ impl Fleet {
                     .collect()
             })
             .unwrap_or_default()
+    }
+
+    /// From every connected agent's newest sample, the TaskManager JVMs whose resource id
+    /// starts with `prefix` (a job's TaskManagers are `<job>-tm<i>`).
+    pub fn latest_jvms(&self, prefix: &str) -> Vec<JvmSample> {
+        self.agents
+            .values()
+            .filter(|s| s.connection.is_some())
+            .filter_map(|s| s.recent.back())
+            .flat_map(|(_, sample)| sample.jvms.iter())
+            .filter(|j| {
+                j.taskmanager_id
+                    .as_deref()
+                    .is_some_and(|id| id.starts_with(prefix))
+            })
+            .cloned()
+            .collect()
     }
 
     pub fn connected_names(&self) -> Vec<String> {

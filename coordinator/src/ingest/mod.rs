@@ -174,6 +174,15 @@ impl IngestHandle {
         self.shared.jobs.set(service).is_ok()
     }
 
+    /// The newest samples of the TaskManager JVMs whose id starts with `prefix`.
+    pub fn latest_jvms(&self, prefix: &str) -> Vec<demeter_common::metrics::JvmSample> {
+        self.shared
+            .fleet
+            .lock()
+            .map(|f| f.latest_jvms(prefix))
+            .unwrap_or_default()
+    }
+
     pub fn connected_agents(&self) -> Vec<String> {
         self.shared
             .fleet

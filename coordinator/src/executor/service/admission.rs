@@ -18,6 +18,8 @@ pub enum Busy {
     Resume { op: u64 },
     /// The watchdog bringing the stopped job back.
     Recover,
+    /// A reconfiguration the job's tuning policy ordered.
+    Tune,
 }
 
 impl Busy {
@@ -26,6 +28,7 @@ impl Busy {
             Self::Apply => "an apply is in flight".into(),
             Self::Resume { op } => format!("operation {op} left in flight is being resumed"),
             Self::Recover => "the watchdog is restarting the stopped job".into(),
+            Self::Tune => "Demeter's policy is reconfiguring it".into(),
         }
     }
 }

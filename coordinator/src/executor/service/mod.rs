@@ -45,7 +45,17 @@ pub struct Settings {
     pub watchdog: WatchdogConfig,
 }
 
+/// Answers `job tuning` requests (the live loops' board); the executor only routes them.
+pub trait TuningViews: Send + Sync + std::fmt::Debug {
+    fn view(
+        &self,
+        job: &str,
+        last: u32,
+    ) -> std::result::Result<demeter_common::protocol::tuning::TuningView, String>;
+}
+
 pub struct ExecutorService {
+    tuning: std::sync::OnceLock<Arc<dyn TuningViews>>,
     driver: Arc<Driver>,
     hub: Arc<Hub>,
     journal: Journal,
@@ -86,6 +96,7 @@ impl ExecutorService {
             let _ = desk.try_take(&op.job, Busy::Resume { op: op.id }, now_ms());
         }
         let service = Arc::new(Self {
+            tuning: std::sync::OnceLock::new(),
             driver: Arc::new(driver),
             hub,
             journal,
@@ -246,6 +257,41 @@ impl ExecutorService {
         });
     }
 
+    /// Carries out a reconfiguration a tuning policy ordered, under the same one-operation-per-job
+    /// rule as a CLI apply. `Err` with the reason when the job is busy or agents are missing
+    /// (nothing was changed).
+    pub async fn apply_for_tuner(
+        &self,
+        name: &str,
+        to: crate::models::space::JobConfig,
+    ) -> std::result::Result<Operation, String> {
+        let missing = self.missing_agents();
+        if !missing.is_empty() {
+            return Err(format!("agents missing: {}", missing.join(", ")));
+        }
+        self.take(name, Busy::Tune)?;
+        let result = self.driver.apply(name, to).await;
+        self.release(name);
+        result.map_err(|e| e.to_string())
+    }
+
+    /// Routes `job tuning` requests to `views` from now on (first call only).
+    pub fn serve_tuning(&self, views: Arc<dyn TuningViews>) {
+        let _ = self.tuning.set(views);
+    }
+
+    pub fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    pub fn client(&self) -> &FlinkClient {
+        &self.driver.client
+    }
+
+    pub fn ingest(&self) -> &IngestHandle {
+        &self.ingest
+    }
+
     fn register(&self, r: JobRegistration) -> JobReply {
         let jar = std::path::PathBuf::from(&r.jar);
         if !jar.is_file() {
@@ -339,6 +385,15 @@ impl ExecutorService {
                 }
                 Ok(None) => JobReply::Refused(format!("no registered job {job}")),
                 Err(e) => JobReply::Refused(e.to_string()),
+            },
+            JobRequest::Tuning { job, last } => match self.tuning.get() {
+                Some(views) => match views.view(&job, last) {
+                    Ok(view) => JobReply::Tuning(view),
+                    Err(e) => JobReply::Refused(wire::clip(&e)),
+                },
+                None => {
+                    JobReply::Refused("this coordinator tunes no job ([tuning] is empty)".into())
+                }
             },
             JobRequest::List => match self.journal.jobs() {
                 Ok(jobs) => {
