@@ -50,7 +50,7 @@ pub struct Reading {
 pub enum Command {
     /// Carry out the policy's action: a reconfiguration through the executor (one operation at
     /// a time), or a profiling batch reported back with [`TunerCore::handle_profiled`].
-    Carry(Action),
+    Carry(Box<Action>),
     /// Tear the running batch down now: production needs the resources.
     Recall { batch: u64, reason: String },
 }
@@ -292,11 +292,12 @@ impl TunerCore {
                     }
                     self.reconfiguring = Some(Reconfiguring { to, down_ms: 0 });
                     self.totals.reconfigurations += 1;
-                    self.commands.push_back(Command::Carry(Action::Reconfigure {
-                        to,
-                        kind,
-                        decision,
-                    }));
+                    self.commands
+                        .push_back(Command::Carry(Box::new(Action::Reconfigure {
+                            to,
+                            kind,
+                            decision,
+                        })));
                 }
                 Action::Profile {
                     batch,
@@ -311,12 +312,13 @@ impl TunerCore {
                     }
                     self.profiling = Some(batch);
                     self.totals.profiling_batches += 1;
-                    self.commands.push_back(Command::Carry(Action::Profile {
-                        batch,
-                        candidates,
-                        rate,
-                        decision,
-                    }));
+                    self.commands
+                        .push_back(Command::Carry(Box::new(Action::Profile {
+                            batch,
+                            candidates,
+                            rate,
+                            decision,
+                        })));
                 }
             }
         }

@@ -231,9 +231,9 @@ impl Tuner {
                     flag.recall(&reason);
                 }
             }
-            Command::Carry(action @ Action::Reconfigure { .. }) => {
+            Command::Carry(action) if matches!(*action, Action::Reconfigure { .. }) => {
                 let seq = self.record(&self.tuning.policy, &action);
-                let Action::Reconfigure { to, .. } = action else {
+                let Action::Reconfigure { to, .. } = *action else {
                     return;
                 };
                 let service = self.service.clone();
@@ -278,8 +278,8 @@ impl Tuner {
                         .await;
                 });
             }
-            Command::Carry(action @ Action::Profile { .. }) => {
-                let Action::Profile { batch, .. } = action else {
+            Command::Carry(action) => {
+                let Action::Profile { batch, .. } = *action else {
                     return;
                 };
                 let seq = self.record(&self.tuning.policy, &action);
