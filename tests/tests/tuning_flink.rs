@@ -70,7 +70,9 @@ fn demeter_tunes_a_real_flink_job_end_to_end() {
         .filter(|d| d.action.starts_with("reconfigure") && d.outcome.as_deref() == Some("applied"))
         .collect();
     assert!(
-        applied.iter().any(|d| d.reason.contains("costs") || d.reason.contains("QoS at risk")),
+        applied
+            .iter()
+            .any(|d| d.reason.contains("costs") || d.reason.contains("QoS at risk")),
         "no reconfiguration decided on the forecast was applied: {:#?}",
         view.decisions
     );
