@@ -161,6 +161,7 @@ policy = "$policy"
 period_secs = 1
 latency_metric = "window.latencyP95Ms"
 offered_rate_metric = "Source__generator.targetRateTotal"
+record_ticks = "$run/ticks.jsonl"
 [tuning.jobs.demeter]
 $(cat "$run/demeter.toml")
 [tuning.jobs.profiling]

@@ -9,6 +9,7 @@ mod job_render;
 mod model;
 mod profile;
 mod remote;
+mod replay;
 mod serve;
 mod simulate;
 mod simulate_output;
@@ -50,6 +51,9 @@ enum Command {
     /// demeter, oracle, or all) and report cost, QoS, recoveries and changes.
     #[command(long_about = SIMULATE_ABOUT)]
     Simulate(simulate::SimulateArgs),
+    /// Feed ticks a tuned job recorded (`record_ticks`) to a policy offline and print what it
+    /// would have done and why.
+    Replay(replay::ReplayArgs),
 }
 
 const SIMULATE_ABOUT: &str = "\
@@ -91,5 +95,6 @@ pub fn run() -> anyhow::Result<()> {
         Command::Job(args) => job::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Profile(args) => profile::run(args),
+        Command::Replay(args) => replay::run(args),
     }
 }

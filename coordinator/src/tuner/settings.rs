@@ -49,6 +49,10 @@ pub struct JobTuning {
     /// and moves only to configurations production itself measured.
     #[serde(default)]
     pub profiling: Option<ProfilingSettings>,
+    /// Append every tick the policy sees to this file (JSON lines), so `demeter-coordinator
+    /// replay` can show offline what a policy (or other knobs) would have done.
+    #[serde(default)]
+    pub record_ticks: Option<PathBuf>,
 }
 
 /// Profiling copies of one job, run on the coordinator's host as small Flink clusters of their

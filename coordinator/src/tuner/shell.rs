@@ -21,9 +21,10 @@ use crate::executor::operation::Outcome;
 use crate::executor::service::ExecutorService;
 use crate::flink::{Aggregation, ClientConfig, FlinkClient, JobId};
 use crate::models::observations::Observation;
-use crate::models::space::JobConfig;
+use crate::models::space::{JobConfig, SearchSpace};
 use crate::models::surrogate::Qos;
 use crate::policy::baselines::{Fixed, Reactive, ReactiveSettings};
+use crate::policy::demeter::DemeterConfig;
 use crate::policy::{Action, ChangeKind};
 use crate::profiler::batch::{BatchRequest, Recall, Runtime, Silent, run_batch};
 use crate::profiler::host::LocalHost;
@@ -44,6 +45,14 @@ enum Done {
         results: Vec<Observation>,
         text: String,
     },
+}
+
+/// One line of a `record_ticks` file.
+#[derive(Debug, Clone, Copy, serde::Serialize, serde::Deserialize)]
+pub struct RecordedTick {
+    /// Wall clock of the reading, ms since the Unix epoch.
+    pub at_ms: u64,
+    pub tick: crate::policy::JobTick,
 }
 
 /// QoS bounds used when the registration names none.
@@ -106,6 +115,7 @@ impl Tuner {
                             core.handle_reading(now_ms(), &reading);
                             if let Some(view) = core.live() {
                                 self.board.publish(&self.tuning.job, view);
+                                self.record_tick(&view);
                             }
                         }
                         next_read = (next_read + period).max(Instant::now());
@@ -164,6 +174,29 @@ impl Tuner {
                 self.note_outcome(seq, &text);
                 core.handle_profiled(now_ms(), batch, &results);
             }
+        }
+    }
+
+    fn record_tick(&self, view: &super::core::LiveView) {
+        let Some(path) = &self.tuning.record_ticks else {
+            return;
+        };
+        let line = RecordedTick {
+            at_ms: view.at_ms,
+            tick: view.tick,
+        };
+        let written = serde_json::to_string(&line)
+            .map_err(std::io::Error::other)
+            .and_then(|text| {
+                use std::io::Write;
+                let mut file = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)?;
+                writeln!(file, "{text}")
+            });
+        if let Err(e) = written {
+            warn!(job = %self.tuning.job, path = %path.display(), error = %e, "cannot record a tick");
         }
     }
 
@@ -422,14 +455,28 @@ pub fn build_policy(tuning: &JobTuning, record: &JobRecord) -> Result<SendPolicy
             .qos_recovery_s
             .map_or(DEFAULT_QOS.recovery_s, |s| s as f64),
     };
-    Ok(match tuning.policy.as_str() {
+    policy_named(
+        &tuning.policy,
+        space,
+        qos,
+        tuning.demeter.clone(),
+        tuning.seed,
+    )
+}
+
+/// A policy that can tune a live job, by name (`demeter`, `reactive`, `static`).
+pub fn policy_named(
+    name: &str,
+    space: SearchSpace,
+    qos: Qos,
+    demeter: DemeterConfig,
+    seed: u64,
+) -> Result<SendPolicy> {
+    Ok(match name {
         "static" => Box::new(Fixed),
         "reactive" => Box::new(Reactive::new(space, ReactiveSettings::default())),
         "demeter" => Box::new(crate::policy::demeter::demeter_policy(
-            space,
-            qos,
-            tuning.demeter.clone(),
-            tuning.seed,
+            space, qos, demeter, seed,
         )?),
         other => {
             return Err(Error::Policy(format!(
