@@ -132,7 +132,7 @@ knobs = {
     "min_dwell_s": c(3600, 90), "expected_dwell_s": c(3600, 600),
     "shape_dwell_s": c(14400, 1200), "risk_cooldown_s": c(300, 30),
     "min_profile_gap_s": c(900, 120), "profile_run_s": 150,
-    "profile_cpu_share": 0.3, "profile_burst_h": 0.1, "max_copies": 2,
+    "profile_cpu_share": 0.3, "profile_burst_h": 0.2, "max_copies": 2,
     # One window per ~20 s: the policy's memory needs 10 one-second ticks per window, and the
     # compressed rate moves faster than a real one, hence the wider rate band too.
     "window_s": 20, "window_rate_change": 0.25, "full_refit_every_s": c(10800, 120),
@@ -170,7 +170,7 @@ flink_home = "$FLINK_HOME"
 work_dir = "$run/profiling"
 rest_ports = { first = $profile_port, count = 10 }
 rpc_ports = { first = $((profile_port - 2000)), count = 10 }
-cap = { cpu_cores = 2.0, memory_mb = 4096.0 }
+cap = { cpu_cores = 4.0, memory_mb = 6144.0 }
 host_reserve_mb = 1024
 warmup_secs = 30
 measure_secs = 30

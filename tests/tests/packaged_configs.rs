@@ -35,6 +35,25 @@ fn coordinator_configs_parse() {
     }
 }
 
+/// The example's commented-out `[[tuning.jobs]]` block is documentation an operator uncomments:
+/// it must parse and validate once uncommented.
+#[test]
+fn the_example_tuning_block_parses_when_uncommented() {
+    let text = std::fs::read_to_string(repo("coordinator/coordinator.example.toml")).unwrap();
+    let start = text.find("# [[tuning.jobs]]").expect("tuning example");
+    let (head, tail) = text.split_at(start);
+    let uncommented: String = tail
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config: CoordinatorConfig = toml::from_str(&format!("{head}{uncommented}\n")).unwrap();
+    let job = &config.tuning.jobs[0];
+    assert_eq!(job.policy, "demeter");
+    assert!(job.profiling.is_some());
+    job.validate().unwrap();
+}
+
 #[test]
 fn ansible_templates_render_to_parsable_configs() {
     // Substitute every Jinja expression with a plausible value of the right shape.
