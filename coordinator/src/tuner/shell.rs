@@ -281,7 +281,15 @@ impl Tuner {
                         .map(|d| d.config);
                     let (running, succeeded, text) = match service.apply_for_tuner(&job, to).await {
                         Ok(op) => match op.outcome() {
-                            Some(Outcome::Applied(d)) => (d.config, true, "applied".to_string()),
+                            Some(Outcome::Applied(d)) => (
+                                d.config,
+                                true,
+                                format!(
+                                    "applied ({:?}, {:.1} s)",
+                                    op.strategy,
+                                    now_ms().saturating_sub(op.started_ms) as f64 / 1000.0
+                                ),
+                            ),
                             Some(Outcome::RolledBack { deployment, reason }) => {
                                 (deployment.config, false, format!("rolled back: {reason}"))
                             }
