@@ -15,6 +15,8 @@
 #   TRACE=data/traces/ADS_3D_1S_4_sub_30K_max.csv scripts/run-local.sh
 #   NO_VIEW=1 …                                   log lines instead of the full-screen view (CI)
 #   LOG=info,demeter_coordinator::policy=debug …  the coordinator's log filter
+#   UNTIL_TUNED=1 …                               end as soon as a profiling batch measured a copy
+#                                                 and a reconfiguration was applied (DURATION caps it)
 # Tests set BIN_DIR (prebuilt binaries: no release build), RUN_DIR, CLUSTER, REST_PORT, RPC_PORT,
 # DEMETER_PORT and PROFILE_PORT (first REST port of the copies; RPC ports 2000 lower).
 #
@@ -172,8 +174,8 @@ rest_ports = { first = $profile_port, count = 10 }
 rpc_ports = { first = $((profile_port - 2000)), count = 10 }
 cap = { cpu_cores = 4.0, memory_mb = 6144.0 }
 host_reserve_mb = 1024
-warmup_secs = 30
-measure_secs = 30
+warmup_secs = ${PROFILE_WARMUP:-30}
+measure_secs = ${PROFILE_MEASURE:-30}
 max_recovery_secs = 60
 TOML
 
@@ -240,11 +242,24 @@ cli register --name bench --jar "$jar" --entry-class io.demeter.bench.BenchJob \
 cli apply --name bench --parallelism 3 --slots 1 --tm-memory 1280m --tm-cpu 1 --checkpoint-interval 10s
 
 say "tuning for $duration s; live view every 5 s (Ctrl-C ends early)"
+tuned() {
+  cli tuning bench --json --last 100 2>/dev/null | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["decisions"]
+measured = any(x["action"].startswith("profile") and (x["outcome"] or "").split(" ")[0] not in ("", "0", "failed:", "no") for x in d)
+moved = any(x["action"].startswith("reconfigure") and (x["outcome"] or "").startswith("applied") for x in d)
+sys.exit(0 if measured and moved else 1)'
+}
 deadline=$(($(date +%s) + duration))
 while [ "$(date +%s)" -lt "$deadline" ]; do
+  if [ -n "${UNTIL_TUNED:-}" ] && tuned; then
+    say "profiled and reconfigured: ending early (UNTIL_TUNED); 20 s more to see the job run after the move"
+    sleep 20
+    break
+  fi
   if [ "${NO_VIEW:-0}" = 1 ] || [ ! -t 1 ]; then
     cli tuning bench --last 3 | sed -n '1,4p' | tr -s ' ' | paste -sd ' ' | cut -c1-240
-    sleep 30
+    sleep 15
   else
     view=$(cli tuning bench --last 6 2>&1 || true)
     printf '\033[2J\033[H%s\n\n(%s s left; Ctrl-C ends early)\n' "$view" "$((deadline - $(date +%s)))"

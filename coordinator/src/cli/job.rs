@@ -145,12 +145,15 @@ pub(super) enum JobCommand {
 
 #[derive(Debug, Args)]
 pub(super) struct RegisterArgs {
+    /// The job's name in Demeter: letters, digits, '_', '.', '-' (it names its TaskManagers,
+    /// `<name>-tm<i>`, and its `[[tuning.jobs]]` entry).
     #[arg(long)]
     pub name: String,
     /// The job's jar (uploaded to Flink at the first submission of each run); with
     /// --coordinator, a path on the coordinator's host.
     #[arg(long)]
     pub jar: PathBuf,
+    /// The job's main class, e.g. `io.demeter.bench.BenchJob`.
     #[arg(long)]
     pub entry_class: String,
     /// End-to-end latency objective, ms.
@@ -172,8 +175,10 @@ pub(super) struct RegisterArgs {
 
 #[derive(Debug, Args)]
 pub(super) struct ApplyArgs {
+    /// The registered job.
     #[arg(long)]
     pub name: String,
+    /// Parallelism of every operator.
     #[arg(long)]
     parallelism: Option<u32>,
     /// TaskManager process memory, e.g. `1536m` or `2g`.

@@ -85,6 +85,15 @@ pub struct Totals {
 /// A policy answering a refusal with the same action again must not spin the loop.
 const MAX_ACTIONS_PER_STEP: usize = 32;
 
+/// After a stop (a restart, a rescale, a failure) a source's offered-rate gauge reads 0 until
+/// its reader emits again: readings this soon after the job ran again carry the last known rate.
+pub const RATE_SETTLE_S: f64 = 15.0;
+
+/// Production running this many seconds in a row over the latency QoS while a profiling batch
+/// runs recalls the batch: on a shared host the copies may be what slows production, and
+/// production always wins. A few seconds, so one slow reading does not cost a batch.
+pub const RECALL_AFTER_OVER_QOS_S: f64 = 5.0;
+
 pub struct TunerCore {
     policy: SendPolicy,
     qos_latency_ms: f64,
@@ -93,8 +102,13 @@ pub struct TunerCore {
     previous: Option<(u64, Option<f64>)>,
     reconfiguring: Option<Reconfiguring>,
     profiling: Option<u64>,
+    /// Seconds in a row production ran over the QoS while the batch ran (None once recalled).
+    over_while_profiling: Option<f64>,
     commands: VecDeque<Command>,
     last: Option<LiveView>,
+    /// The last offered rate read while the job ran settled, and seconds since it last ran.
+    last_rate: Option<f64>,
+    running_for_s: f64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -124,8 +138,11 @@ impl TunerCore {
             previous: None,
             reconfiguring: None,
             profiling: None,
+            over_while_profiling: None,
             commands: VecDeque::new(),
             last: None,
+            last_rate: None,
+            running_for_s: 0.0,
         }
     }
 
@@ -172,12 +189,15 @@ impl TunerCore {
                 memory_mb: 0.0,
             },
         };
+        let mut tick = tick;
+        self.settle_rate(&mut tick, period_s);
         if let Some(r) = self.reconfiguring.as_mut()
             && tick.phase == JobPhase::Down
         {
             r.down_ms += (period_s * 1000.0) as u64;
         }
         self.count(&tick, period_s);
+        self.guard_production(&tick, period_s);
         let now = self.policy_now(now_ms);
         self.policy.handle_observation(now, &tick);
         self.last = Some(LiveView {
@@ -189,6 +209,39 @@ impl TunerCore {
             totals: self.totals,
         });
         self.drain(now_ms);
+    }
+
+    /// The input does not stop while the job does: while it is down, and for a few seconds
+    /// after it runs again (gauges restart at 0), the policy sees the last settled rate rather
+    /// than a dip to zero that would teach the forecaster a trough that never happened.
+    fn settle_rate(&mut self, tick: &mut JobTick, period_s: f64) {
+        match tick.phase {
+            JobPhase::Down => self.running_for_s = 0.0,
+            JobPhase::Running => self.running_for_s += period_s,
+        }
+        if self.running_for_s > RATE_SETTLE_S {
+            self.last_rate = Some(tick.rate);
+        } else if let Some(rate) = self.last_rate {
+            tick.rate = rate;
+        }
+    }
+
+    fn guard_production(&mut self, tick: &JobTick, period_s: f64) {
+        let (Some(batch), Some(over)) = (self.profiling, self.over_while_profiling.as_mut()) else {
+            return;
+        };
+        let slow = tick.phase == JobPhase::Running
+            && tick.latency_p95_ms.is_some_and(|l| l > self.qos_latency_ms);
+        *over = if slow { *over + period_s } else { 0.0 };
+        if *over >= RECALL_AFTER_OVER_QOS_S {
+            self.over_while_profiling = None;
+            self.commands.push_back(Command::Recall {
+                batch,
+                reason: format!(
+                    "production's p95 latency over the QoS for {RECALL_AFTER_OVER_QOS_S:.0} s while profiling"
+                ),
+            });
+        }
     }
 
     fn count(&mut self, tick: &JobTick, period_s: f64) {
@@ -311,6 +364,7 @@ impl TunerCore {
                         continue;
                     }
                     self.profiling = Some(batch);
+                    self.over_while_profiling = Some(0.0);
                     self.totals.profiling_batches += 1;
                     self.commands
                         .push_back(Command::Carry(Box::new(Action::Profile {

@@ -232,3 +232,59 @@ fn production_recalls_a_running_batch_and_busy_batches_get_no_results() {
     core.handle_profiled(2_500, 7, &[]);
     assert!(core.live().is_some());
 }
+
+#[test]
+fn production_over_the_qos_while_profiling_recalls_the_batch_once() {
+    let (mut core, _) = core(vec![vec![profile(3)]]);
+    core.handle_reading(0, &reading(true, 400.0, None));
+    assert_eq!(commands(&mut core).len(), 1, "the batch");
+    let mut slow = reading(true, 400.0, None);
+    slow.latency_p95_ms = Some(150.0);
+    for s in 1..=4 {
+        core.handle_reading(s * 1_000, &slow);
+    }
+    core.handle_reading(5_000, &reading(true, 400.0, None));
+    assert!(
+        commands(&mut core).is_empty(),
+        "four slow seconds, then a good one"
+    );
+    for s in 6..=10 {
+        core.handle_reading(s * 1_000, &slow);
+    }
+    let cmds = commands(&mut core);
+    assert!(
+        matches!(cmds.as_slice(), [Command::Recall { batch: 3, .. }]),
+        "{cmds:?}"
+    );
+    for s in 11..=20 {
+        core.handle_reading(s * 1_000, &slow);
+    }
+    assert!(commands(&mut core).is_empty(), "recalled once");
+}
+
+#[test]
+fn the_rate_carries_over_a_stop_until_the_gauges_settle() {
+    let (mut core, told) = core(vec![]);
+    for s in 0..20 {
+        core.handle_reading(s * 1_000, &reading(true, 400.0, Some(400.0)));
+    }
+    core.handle_reading(20_000, &reading(false, 0.0, Some(0.0)));
+    for s in 21..=45 {
+        core.handle_reading(s * 1_000, &reading(true, 0.0, Some(0.0)));
+    }
+    let rates: Vec<f64> = told
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|t| match t {
+            Told::Tick(_, tick) => Some(tick.rate),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rates[20], 400.0, "down: the input goes on");
+    assert_eq!(rates[25], 400.0, "gauges restarting at 0 are not a trough");
+    assert_eq!(
+        rates[45], 0.0,
+        "a zero that lasts past the settling time is real"
+    );
+}
