@@ -331,20 +331,25 @@ impl DemeterPolicy {
             return Ok(());
         }
         let carrying = self.carrying(current, rates.peak)?;
-        if self.maybe_profile(now, current, &rates, &scored, &carrying)? && !must_move {
-            return Ok(());
-        }
+        let profiled = self.maybe_profile(now, current, &rates, &scored, &carrying)?;
         if must_move {
             return self.move_now(now, current, p_current, rates);
         }
         let dwelling = self
             .last_change_s
             .is_some_and(|t| now_s - t < self.cfg.min_dwell_s as f64);
-        if self.profiling.is_some() || dwelling {
+        if dwelling {
             return Ok(());
         }
+        // A batch ordered now or still running (for no longer than a batch should take) may
+        // find a cheaper shape: a restart waits for it. An in-place rescale of the measured
+        // current shape does not depend on what it finds, so it is not held back (profiling
+        // batches deferred for room, or a compressed replay, would otherwise starve every move).
+        let awaiting = self
+            .profiling
+            .is_some_and(|(_, since)| now_s - since < self.cfg.profile_run_s as f64);
         let ctx = self.context(current, Some(&carrying));
-        let verdict = best_move(&ctx, &scored, false, false);
+        let verdict = best_move(&ctx, &scored, false, profiled || awaiting);
         let Some(chosen) = verdict.chosen else {
             return Ok(());
         };

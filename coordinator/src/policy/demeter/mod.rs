@@ -47,8 +47,6 @@ use watch::Watch;
 
 /// Weight of the newest measured downtime in its running average.
 const DOWNTIME_SMOOTHING: f64 = 0.3;
-/// An order whose answer never came is forgotten after this long.
-const STALE_ORDER_S: f64 = 3_600.0;
 
 /// Builds the policy the `simulate` command and the daemon run.
 pub fn demeter_policy(
@@ -122,7 +120,7 @@ impl DemeterPolicy {
                 cfg.max_production_observations,
                 cfg.max_profiling_observations,
             ),
-            watch: Watch::new(qos.latency_p95_ms),
+            watch: Watch::new(qos.latency_p95_ms, cfg.health_window_s, cfg.max_catch_up_s),
             model: Model::new(
                 space.clone(),
                 seed,
@@ -184,7 +182,7 @@ impl DemeterPolicy {
     fn forget_stale_orders(&mut self, now_s: f64) {
         if self
             .in_flight
-            .is_some_and(|f| now_s - f.since_s > STALE_ORDER_S)
+            .is_some_and(|f| now_s - f.since_s > self.cfg.order_timeout_s as f64)
         {
             tracing::warn!(
                 policy = "demeter",
@@ -192,7 +190,9 @@ impl DemeterPolicy {
             );
             self.in_flight = None;
         }
-        let stale_profile = 3.0 * self.cfg.profile_run_s as f64 + 600.0;
+        // A batch may be deferred until production leaves room, then runs: generous, but
+        // bounded by the policy's own cadences.
+        let stale_profile = 3.0 * self.cfg.profile_run_s as f64 + self.cfg.optimise_every_s as f64;
         if self
             .profiling
             .is_some_and(|(_, since)| now_s - since > stale_profile)
