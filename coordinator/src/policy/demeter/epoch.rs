@@ -194,12 +194,17 @@ impl DemeterPolicy {
         // Sized for the plan if anything allowed carries it, else for the highest rate between
         // the plan and the risk rate that something carries: following a climb one step per
         // check would cost a change per step.
-        let levels: Vec<f64> = (0..RISK_LEVELS)
-            .map(|k| {
-                let f = k as f64 / (RISK_LEVELS - 1) as f64;
-                rates.plan.powf(1.0 - f) * rates.risk.powf(f)
-            })
-            .collect();
+        // First the peak seen over the peak memory: the forecast was just proven short, and
+        // a rise in season goes back towards the peak it reached before, so one move carries
+        // it rather than one per check (each a change the operator tolerates few of).
+        let mut levels: Vec<f64> = Vec::with_capacity(RISK_LEVELS + 1);
+        if rates.peak > rates.plan {
+            levels.push(rates.peak);
+        }
+        levels.extend((0..RISK_LEVELS).map(|k| {
+            let f = k as f64 / (RISK_LEVELS - 1) as f64;
+            rates.plan.powf(1.0 - f) * rates.risk.powf(f)
+        }));
         // In place if that carries at least the risk rate (a restart is a minute or two over
         // the QoS), then restarts into a shape that carries the peak, then any restart.
         let mut by_level: Vec<Option<Vec<Scored>>> = vec![None; levels.len()];
@@ -301,6 +306,7 @@ impl DemeterPolicy {
 
     fn reconfigure(&mut self, now_s: f64, from: JobConfig, to: JobConfig, decision: Decision) {
         let kind = ChangeKind::between(&from, &to);
+        self.changes.charge(now_s, 1.0);
         tracing::info!(policy = "demeter", %from, %to, ?kind, reason = ?decision.reason, "reconfigure");
         self.in_flight = Some(InFlight {
             to,
@@ -338,7 +344,10 @@ impl DemeterPolicy {
         let dwelling = self
             .last_change_s
             .is_some_and(|t| now_s - t < self.cfg.min_dwell_s as f64);
-        if dwelling {
+        // A saving spends a change the operator tolerates; keep the reserve for QoS risks.
+        let limited = self.cfg.max_changes_per_season > 0.0;
+        let tokens = self.changes.available(now_s);
+        if dwelling || (limited && tokens < 1.0 + self.cfg.change_reserve) {
             return Ok(());
         }
         // A batch ordered now or still running (for no longer than a batch should take) may

@@ -4,12 +4,19 @@
 //! epochs, driven by [`Policy::poll_timeout`]:
 //! - a **risk check** every `risk_check_every_s` (and at once when latency is observed over
 //!   the QoS or the backlog grows): if the current configuration is predicted to miss the QoS
-//!   at the upper forecast of the next `risk_horizon_s`, or is observed missing it, move now to
-//!   the acceptable candidate that is best for the long horizon (or the safe default);
-//! - an **optimisation** every `optimise_every_s`: refresh the surrogates, take the rate the
-//!   forecast says (upper quantile of the maximum over `horizon_s`), profile if the model
-//!   knows too little about the candidates that could save money and the budget allows,
-//!   otherwise move if a candidate saves enough to pay for the change (`choose.rs`).
+//!   at the upper quantile of the maximum over the next `risk_horizon_s` (5 min), or is
+//!   observed missing it, move now: in place first, sized first for the highest rate seen over
+//!   `peak_memory_s` (one move per rise, not one per check), then for the plan down to the risk
+//!   rate; restarts only into shapes that carry the peak seen in place; never costlier than a
+//!   sufficient safe default (or the safe default when nothing is known);
+//! - an **optimisation** every `optimise_every_s`: refresh the surrogates, plan for the point
+//!   forecast of the maximum over `horizon_s` (1 h; never below the risk rate), profile if the
+//!   model knows too little about the candidates that could save money and the budget allows,
+//!   and move if a candidate saves enough to pay for the change (`choose.rs`); a batch ordered
+//!   or running holds back restarts only, not in-place rescales.
+//!
+//! Every time constant comes from [`DemeterConfig`]; `DemeterConfig::compressed` scales them
+//! for a replay of a day in minutes.
 //!
 //! Hysteresis: cost-saving moves wait `min_dwell_s` after any change and need a saving of at
 //! least `min_saving` that pays for its downtime and catch-up over `expected_dwell_s`;
@@ -80,6 +87,8 @@ pub struct DemeterPolicy {
     watch: Watch,
     model: Model,
     budget: budget::Budget,
+    /// Reconfiguration tokens (see `DemeterConfig::max_changes_per_season`).
+    changes: budget::Budget,
     current: Option<JobConfig>,
     in_flight: Option<InFlight>,
     profiling: Option<(u64, f64)>,
@@ -128,6 +137,10 @@ impl DemeterPolicy {
                 cfg.full_refit_every_s,
             ),
             budget: budget::Budget::new(cfg.profile_cpu_share * reference.0, cfg.profile_burst_h),
+            changes: budget::Budget::tokens(
+                cfg.max_changes_per_season / cfg.season_s.max(1) as f64,
+                cfg.change_burst,
+            ),
             downtime_s: (
                 cfg.initial_inplace_downtime_s,
                 cfg.initial_restart_downtime_s,
