@@ -1,6 +1,7 @@
 //! The profiling budget: a token bucket of CPU core-seconds. It fills at the allowed average
 //! (a share of the safe default's cores) up to a burst, starts full — the first batches are the
 //! most valuable — and a batch is charged its copies' cores × the run length when ordered.
+//! The same bucket counts reconfiguration tokens (`Budget::tokens`).
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Budget {
@@ -16,6 +17,17 @@ impl Budget {
         let capacity = rate_cores * burst_h * 3_600.0;
         Budget {
             rate_cores,
+            capacity,
+            tokens: capacity,
+            last_s: None,
+            spent: 0.0,
+        }
+    }
+
+    /// A bucket of `capacity` tokens (not core-seconds) refilled at `per_second`.
+    pub fn tokens(per_second: f64, capacity: f64) -> Self {
+        Budget {
+            rate_cores: per_second,
             capacity,
             tokens: capacity,
             last_s: None,

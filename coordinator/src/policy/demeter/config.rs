@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::models::forecast::{ForecastConfig, SeasonConfig};
 use crate::models::space::JobConfig;
 use crate::{Error, Result};
 
@@ -42,6 +43,15 @@ pub struct DemeterConfig {
     /// rescaling alone (a full restart is then paid once, not at every peak). A day: the usual
     /// season of a job's input.
     pub peak_memory_s: u64,
+    /// The input's expected season (a day): the forecasters look for it first, and their own
+    /// cadences (seasonal resolution, period search range, profile refresh, gap reset) are
+    /// fractions of it, so a compressed replay compresses them too.
+    pub season_s: u64,
+    /// Seconds of input the forecasters aggregate into one point (their finest resolution).
+    pub forecast_bucket_s: u32,
+    /// Before the forecasters have calibrated, decisions use the highest rate over this many
+    /// seconds (plus a margin).
+    pub warmup_window_s: u64,
 
     // --- feasibility and risk -----------------------------------------------------------------
     /// P(feasible) a candidate needs before the policy moves production to it.
@@ -53,9 +63,15 @@ pub struct DemeterConfig {
     /// run at: the latency constraint alone allows running at the edge, where one forecast miss
     /// means a backlog.
     pub max_utilisation: f64,
-    /// Seconds (out of the last minute, catch-up excluded) with p95 latency over the QoS that
+    /// Seconds (out of the health window, catch-up excluded) with p95 latency over the QoS that
     /// count as an observed violation.
     pub violation_seconds: u32,
+    /// Seconds of steady running the health watch looks back over (observed violations, a
+    /// growing backlog); a catch-up is judged as not draining over half of it.
+    pub health_window_s: u32,
+    /// A catch-up after a stop longer than this is an overload, not a catch-up: its seconds
+    /// count as steady (they then describe the configuration).
+    pub max_catch_up_s: u64,
     /// Move only to shapes (slots, memory and CPU per TaskManager, checkpoint interval) that
     /// production or profiling measured; unmeasured ones are profiled first.
     pub require_measured_shape: bool,
@@ -84,6 +100,20 @@ pub struct DemeterConfig {
     pub initial_inplace_downtime_s: f64,
     /// Minimum seconds between two QoS-risk moves (unless latency is observed over the QoS).
     pub risk_cooldown_s: u64,
+    /// Reconfigurations the operator tolerates per season (e.g. 16 a day, i.e. 12 in 18 hours);
+    /// 0 (the default): no limit. A token bucket refilled at this rate over `season_s`, holding
+    /// at most `change_burst`; every change takes a token, and a cost-saving move needs one
+    /// beyond `change_reserve`, kept for QoS-risk moves (those are never refused: the QoS comes
+    /// first, the bucket then goes into debt). Off by default: measured on the benchmark
+    /// traces, a hard limit of 16 a day reached 12–15 changes but refused the scale-downs after
+    /// each rise, and the cost rose by 30–40 % (CARS 0.58 → 0.75–0.81); fewer changes must come
+    /// from better-sized moves, not from refusing savings.
+    pub max_changes_per_season: f64,
+    pub change_burst: f64,
+    pub change_reserve: f64,
+    /// A reconfiguration whose outcome never came is forgotten after this long (the executor
+    /// rolls back or finishes within minutes; an hour means the answer was lost).
+    pub order_timeout_s: u64,
 
     // --- profiling ----------------------------------------------------------------------------
     /// Largest number of copies in one profiling batch.
@@ -136,10 +166,15 @@ impl Default for DemeterConfig {
             quantile: 0.9,
             risk_horizon_s: 300,
             peak_memory_s: 86_400,
+            season_s: 86_400,
+            forecast_bucket_s: 10,
+            warmup_window_s: 900,
             confidence: 0.9,
             risk_probability: 0.5,
             max_utilisation: 0.85,
             violation_seconds: 20,
+            health_window_s: 60,
+            max_catch_up_s: 900,
             require_measured_shape: true,
             cpu_weight: 0.5,
             memory_weight: 0.5,
@@ -151,6 +186,10 @@ impl Default for DemeterConfig {
             initial_restart_downtime_s: 30.0,
             initial_inplace_downtime_s: 5.0,
             risk_cooldown_s: 300,
+            order_timeout_s: 3_600,
+            max_changes_per_season: 0.0,
+            change_burst: 3.0,
+            change_reserve: 1.0,
             max_copies: 4,
             min_profile_gap_s: 900,
             profile_run_s: 240,
@@ -170,6 +209,87 @@ impl Default for DemeterConfig {
 }
 
 impl DemeterConfig {
+    /// The forecaster settings for `horizon_s`: every cadence derives from `season_s` and
+    /// `forecast_bucket_s` (at the defaults: 60-s seasonal resolution, periods searched from
+    /// 20 min to two days, refreshed hourly, calibrated every minute, reset after a 30-min gap).
+    pub fn forecast(&self, horizon_s: u32) -> ForecastConfig {
+        let bucket = self.forecast_bucket_s.max(1);
+        let season = self.season_s.max(4 * u64::from(bucket));
+        // The seasonal profile holds ~1440 points per season, on the bucket grid.
+        let per_point = (season / 1_440).max(u64::from(bucket)) as u32;
+        let resolution = per_point.div_ceil(bucket) * bucket;
+        ForecastConfig {
+            bucket_s: bucket,
+            horizon_s: horizon_s.max(bucket),
+            quantile: self.quantile,
+            season: SeasonConfig {
+                resolution_s: resolution,
+                known_periods_s: vec![season],
+                detect: true,
+                min_period_s: (season / 72).max(4 * u64::from(resolution)),
+                max_period_s: 2 * season,
+                refresh_every_s: (season / 24).max(u64::from(resolution)),
+                ..SeasonConfig::default()
+            },
+            calibrate_every_s: 6 * u64::from(bucket),
+            reset_after_gap_s: (season / 48).max(6 * u64::from(bucket)),
+            ..ForecastConfig::default()
+        }
+    }
+
+    /// This configuration for an input replayed `factor` times faster (a live demo replays an
+    /// 18-h day in ~20 minutes): every time knob of the method is divided by `factor`, with
+    /// floors where the job's own physics does not compress — a reconfiguration still takes
+    /// 15–40 s and its catch-up as long, a profiling copy still warms up, and a health window
+    /// needs a few seconds of 1-s ticks. Downtime guesses are physics and stay; the profiling
+    /// budget's share stays, its burst shrinks with the (floored) run
+    /// length a batch is charged. `factor` ≤ 1 (or not finite)
+    /// returns the configuration unchanged.
+    pub fn compressed(&self, factor: f64) -> DemeterConfig {
+        if !(factor.is_finite() && factor > 1.0) {
+            return self.clone();
+        }
+        let scale = |s: u64, floor: u64| ((s as f64 / factor).round() as u64).max(floor);
+        let scale32 = |s: u32, floor: u32| ((f64::from(s) / factor).round() as u32).max(floor);
+        let health_window_s = scale32(self.health_window_s, 10);
+        let violation_seconds = ((f64::from(self.violation_seconds) * f64::from(health_window_s)
+            / f64::from(self.health_window_s.max(1)))
+        .round() as u32)
+            .clamp(1, health_window_s);
+        let min_dwell_s = scale(self.min_dwell_s, 120);
+        let expected_dwell_s = scale(self.expected_dwell_s, 180);
+        let profile_run_s = scale(self.profile_run_s, 90);
+        DemeterConfig {
+            risk_check_every_s: scale(self.risk_check_every_s, 10),
+            optimise_every_s: scale(self.optimise_every_s, 60),
+            first_decision_after_s: scale(self.first_decision_after_s, 60),
+            // A plan must outlast a change and its catch-up; a risk look-ahead must cover a
+            // check, a change and the start of its catch-up.
+            horizon_s: scale32(self.horizon_s, 300),
+            risk_horizon_s: scale32(self.risk_horizon_s, 60),
+            peak_memory_s: scale(self.peak_memory_s, 600),
+            season_s: scale(self.season_s, 1_200),
+            forecast_bucket_s: scale32(self.forecast_bucket_s, 1),
+            warmup_window_s: scale(self.warmup_window_s, 120),
+            health_window_s,
+            violation_seconds,
+            max_catch_up_s: scale(self.max_catch_up_s, 120),
+            min_dwell_s,
+            expected_dwell_s,
+            shape_dwell_s: scale(self.shape_dwell_s, 600).max(expected_dwell_s),
+            risk_cooldown_s: scale(self.risk_cooldown_s, 30),
+            order_timeout_s: scale(self.order_timeout_s, 600),
+            min_profile_gap_s: scale(self.min_profile_gap_s, 120),
+            profile_run_s,
+            // The burst must still pay for a batch of the (floored) run length.
+            profile_burst_h: self.profile_burst_h * profile_run_s as f64
+                / self.profile_run_s.max(1) as f64,
+            full_refit_every_s: scale(self.full_refit_every_s, 600),
+            window_s: scale32(self.window_s, 10),
+            ..self.clone()
+        }
+    }
+
     pub fn validate(&self) -> Result<()> {
         let fail = |m: &str| Err(Error::Model(format!("demeter config: {m}")));
         let probability = |p: f64| p > 0.0 && p < 1.0;
@@ -178,6 +298,16 @@ impl DemeterConfig {
         }
         if self.horizon_s < 60 || self.risk_horizon_s < 60 {
             return fail("horizons must be at least 60 s");
+        }
+        if self.forecast_bucket_s == 0
+            || u64::from(self.forecast_bucket_s) * 4 > self.season_s
+            || self.health_window_s < 4
+            || self.violation_seconds > self.health_window_s
+        {
+            return fail(
+                "need a positive forecast bucket under a quarter of the season, a health window \
+                 of at least 4 s and violation_seconds within it",
+            );
         }
         if !(probability(self.quantile)
             && probability(self.confidence)
@@ -200,6 +330,9 @@ impl DemeterConfig {
             self.profile_cpu_share,
             self.profile_burst_h,
             self.window_rate_change,
+            self.max_changes_per_season,
+            self.change_burst,
+            self.change_reserve,
         ];
         if non_negative.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
             return fail("weights, costs, downtimes and shares must be finite and non-negative");

@@ -14,8 +14,9 @@ use crate::models::observations::Observation;
 use crate::models::space::JobConfig;
 use crate::policy::JobTick;
 
-/// Windows shorter than this many seconds are too noisy to keep.
-const MIN_WINDOW_TICKS: usize = 10;
+/// Windows with fewer ticks than this share of `window_s` (and fewer than 3) are too noisy to
+/// keep: 10 of 60 at the defaults.
+const MIN_WINDOW_SHARE: f64 = 1.0 / 6.0;
 /// Windows per (configuration, rate band) cell before the oldest is replaced.
 const PER_CELL: usize = 3;
 /// Rate bands are this fraction of the space's rate scale wide.
@@ -51,8 +52,8 @@ impl Window {
 
     /// One row: mean rate, busy and resources; the median of the per-second p95 latencies
     /// (typical latency at the typical rate; spikes are the forecast's business).
-    fn observation(&self) -> Option<Observation> {
-        if self.rates.len() < MIN_WINDOW_TICKS {
+    fn observation(&self, min_ticks: usize) -> Option<Observation> {
+        if self.rates.len() < min_ticks {
             return None;
         }
         let n = self.rates.len() as f64;
@@ -168,7 +169,8 @@ impl Memory {
         let Some(window) = self.window.take() else {
             return;
         };
-        if let Some(observation) = window.observation() {
+        let min_ticks = ((self.window_s * MIN_WINDOW_SHARE).round() as usize).max(3);
+        if let Some(observation) = window.observation(min_ticks) {
             self.latest.insert(
                 observation.config,
                 (observation.latency_p95_ms, observation.busy_fraction),

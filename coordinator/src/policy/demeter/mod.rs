@@ -4,12 +4,19 @@
 //! epochs, driven by [`Policy::poll_timeout`]:
 //! - a **risk check** every `risk_check_every_s` (and at once when latency is observed over
 //!   the QoS or the backlog grows): if the current configuration is predicted to miss the QoS
-//!   at the upper forecast of the next `risk_horizon_s`, or is observed missing it, move now to
-//!   the acceptable candidate that is best for the long horizon (or the safe default);
-//! - an **optimisation** every `optimise_every_s`: refresh the surrogates, take the rate the
-//!   forecast says (upper quantile of the maximum over `horizon_s`), profile if the model
-//!   knows too little about the candidates that could save money and the budget allows,
-//!   otherwise move if a candidate saves enough to pay for the change (`choose.rs`).
+//!   at the upper quantile of the maximum over the next `risk_horizon_s` (5 min), or is
+//!   observed missing it, move now: in place first, sized for the plan down to the risk rate
+//!   (the highest that something allowed carries); restarts only into shapes that carry the
+//!   peak seen in place; never costlier than a
+//!   sufficient safe default (or the safe default when nothing is known);
+//! - an **optimisation** every `optimise_every_s`: refresh the surrogates, plan for the point
+//!   forecast of the maximum over `horizon_s` (1 h; never below the risk rate), profile if the
+//!   model knows too little about the candidates that could save money and the budget allows,
+//!   and move if a candidate saves enough to pay for the change (`choose.rs`); a batch ordered
+//!   or running holds back restarts only, not in-place rescales.
+//!
+//! Every time constant comes from [`DemeterConfig`]; `DemeterConfig::compressed` scales them
+//! for a replay of a day in minutes.
 //!
 //! Hysteresis: cost-saving moves wait `min_dwell_s` after any change and need a saving of at
 //! least `min_saving` that pays for its downtime and catch-up over `expected_dwell_s`;
@@ -47,8 +54,6 @@ use watch::Watch;
 
 /// Weight of the newest measured downtime in its running average.
 const DOWNTIME_SMOOTHING: f64 = 0.3;
-/// An order whose answer never came is forgotten after this long.
-const STALE_ORDER_S: f64 = 3_600.0;
 
 /// Builds the policy the `simulate` command and the daemon run.
 pub fn demeter_policy(
@@ -82,6 +87,8 @@ pub struct DemeterPolicy {
     watch: Watch,
     model: Model,
     budget: budget::Budget,
+    /// Reconfiguration tokens (see `DemeterConfig::max_changes_per_season`).
+    changes: budget::Budget,
     current: Option<JobConfig>,
     in_flight: Option<InFlight>,
     profiling: Option<(u64, f64)>,
@@ -122,7 +129,7 @@ impl DemeterPolicy {
                 cfg.max_production_observations,
                 cfg.max_profiling_observations,
             ),
-            watch: Watch::new(qos.latency_p95_ms),
+            watch: Watch::new(qos.latency_p95_ms, cfg.health_window_s, cfg.max_catch_up_s),
             model: Model::new(
                 space.clone(),
                 seed,
@@ -130,6 +137,10 @@ impl DemeterPolicy {
                 cfg.full_refit_every_s,
             ),
             budget: budget::Budget::new(cfg.profile_cpu_share * reference.0, cfg.profile_burst_h),
+            changes: budget::Budget::tokens(
+                cfg.max_changes_per_season / cfg.season_s.max(1) as f64,
+                cfg.change_burst,
+            ),
             downtime_s: (
                 cfg.initial_inplace_downtime_s,
                 cfg.initial_restart_downtime_s,
@@ -184,7 +195,7 @@ impl DemeterPolicy {
     fn forget_stale_orders(&mut self, now_s: f64) {
         if self
             .in_flight
-            .is_some_and(|f| now_s - f.since_s > STALE_ORDER_S)
+            .is_some_and(|f| now_s - f.since_s > self.cfg.order_timeout_s as f64)
         {
             tracing::warn!(
                 policy = "demeter",
@@ -192,7 +203,9 @@ impl DemeterPolicy {
             );
             self.in_flight = None;
         }
-        let stale_profile = 3.0 * self.cfg.profile_run_s as f64 + 600.0;
+        // A batch may be deferred until production leaves room, then runs: generous, but
+        // bounded by the policy's own cadences.
+        let stale_profile = 3.0 * self.cfg.profile_run_s as f64 + self.cfg.optimise_every_s as f64;
         if self
             .profiling
             .is_some_and(|(_, since)| now_s - since > stale_profile)

@@ -16,17 +16,13 @@
 use std::collections::VecDeque;
 
 use crate::Result;
-use crate::models::forecast::{ForecastConfig, Forecaster, OnlineForecaster};
+use crate::models::forecast::{Forecaster, OnlineForecaster};
 use crate::policy::ForecastSummary;
 
 use super::config::DemeterConfig;
 
 /// Margin on the recent maximum while a forecaster is still warming up.
 const WARMUP_MARGIN: f64 = 0.15;
-/// Before the first forecast, the recent maximum over this many seconds.
-const WARMUP_WINDOW_S: usize = 900;
-/// Resolution of the peak memory.
-const PEAK_SLOT_S: u64 = 60;
 
 /// The rates one decision uses.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -54,6 +50,10 @@ pub struct Rates {
     horizon_s: u32,
     now: f64,
     recent: VecDeque<f64>,
+    /// Before the first forecast, the recent maximum over this many seconds.
+    warmup_window: usize,
+    /// Resolution of the peak memory (the observation window).
+    peak_slot_s: u64,
     /// (slot index, highest rate in the slot), oldest first.
     peaks: VecDeque<(u64, f64)>,
     peak_slots: u64,
@@ -61,13 +61,7 @@ pub struct Rates {
 
 impl Rates {
     pub fn new(cfg: &DemeterConfig) -> Result<Self> {
-        let forecaster = |horizon_s: u32| {
-            OnlineForecaster::new(ForecastConfig {
-                horizon_s,
-                quantile: cfg.quantile,
-                ..ForecastConfig::default()
-            })
-        };
+        let forecaster = |horizon_s: u32| OnlineForecaster::new(cfg.forecast(horizon_s));
         Ok(Rates {
             short: forecaster(cfg.risk_horizon_s)?,
             long: forecaster(cfg.horizon_s)?,
@@ -75,8 +69,13 @@ impl Rates {
             horizon_s: cfg.horizon_s,
             now: 0.0,
             recent: VecDeque::new(),
+            warmup_window: cfg.warmup_window_s.max(1) as usize,
+            peak_slot_s: u64::from(cfg.window_s.max(1)),
             peaks: VecDeque::new(),
-            peak_slots: cfg.peak_memory_s.div_ceil(PEAK_SLOT_S).max(1),
+            peak_slots: cfg
+                .peak_memory_s
+                .div_ceil(u64::from(cfg.window_s.max(1)))
+                .max(1),
         })
     }
 
@@ -88,10 +87,10 @@ impl Rates {
         self.long.observe(t_s, rate);
         self.now = rate;
         self.recent.push_back(rate);
-        if self.recent.len() > WARMUP_WINDOW_S {
+        if self.recent.len() > self.warmup_window {
             self.recent.pop_front();
         }
-        let slot = t_s / PEAK_SLOT_S;
+        let slot = t_s / self.peak_slot_s;
         match self.peaks.back_mut() {
             Some((s, peak)) if *s == slot => *peak = peak.max(rate),
             _ => self.peaks.push_back((slot, rate)),

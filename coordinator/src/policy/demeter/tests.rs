@@ -450,3 +450,93 @@ fn print_truth() {
         }
     }
 }
+
+/// The live demo replays an 18-h day in ~20 minutes: the CARS trace compressed 54 times (each
+/// second the mean of 54), run through the twin with `DemeterConfig::compressed(54.0)`. The
+/// policy must still act (scale down from the peak default while the rate is low) and keep the
+/// QoS: a policy whose time constants stayed at their hour-long defaults never gets to decide
+/// within the 20 minutes, and one that scales down without following the compressed rises
+/// spends far more than the bound over the QoS.
+///
+/// KNOWN GAP (ignored until fixed, run with `--ignored`): at 54× the day's rises are ×3 within
+/// 100 s, the forecasters' trends extrapolate them far beyond the peak, recoveries stay
+/// uncertain (a couple of measurements), and the policy restarts 3 times for 8.7 % over the QoS
+/// at a cost above static. The compressed configuration alone does not make it work.
+#[test]
+#[ignore = "known gap: the policy does not yet cope with a 54x compressed day (see the doc)"]
+fn a_compressed_day_with_a_compressed_config_reconfigures_and_keeps_the_qos() {
+    use crate::twin::testing;
+    const FACTOR: usize = 54;
+    let day = testing::trace_hours("CARS_3D_1S_4_sub_35K_max.csv", 18);
+    let compressed: Vec<f64> = day
+        .chunks(FACTOR)
+        .map(|c| c.iter().sum::<f64>() / c.len() as f64)
+        .collect();
+    // Two replays of the day: the first teaches the model (recoveries, profiling), the second
+    // is where a working policy saves.
+    let rates = [compressed.clone(), compressed].concat();
+    let config = DemeterConfig {
+        max_production_observations: 120,
+        max_profiling_observations: 60,
+        fit_restarts: 1,
+        ..DemeterConfig::default().compressed(FACTOR as f64)
+    };
+    config.validate().unwrap();
+    let mut p = demeter_policy(SearchSpace::default(), testing::QOS, config, 11).unwrap();
+    let run = testing::run(
+        &mut p,
+        &rates,
+        JobConfig::paper_default(),
+        testing::options(11, Some(600), 0),
+    );
+    let s = &run.summary;
+    let changes = s.changes.in_place + s.changes.full_restart;
+    eprintln!(
+        "compressed: cost {:.3}, >QoS {:.2} % ({:?}), changes {:?}, profiled {}/{}",
+        s.cost,
+        s.percent_over_latency,
+        s.seconds_over_latency,
+        s.changes,
+        s.profiling_copies,
+        s.profiling_batches
+    );
+    assert!(changes >= 1, "never reconfigured: {s:?}");
+    assert!(s.production_cost < 0.9, "saved nothing: {s:?}");
+    assert!(
+        s.percent_over_latency <= 8.0,
+        "{:.2} % over the QoS: {:?}",
+        s.percent_over_latency,
+        s.seconds_over_latency
+    );
+}
+
+#[test]
+fn compressing_divides_the_time_knobs_with_floors_and_keeps_the_rest() {
+    let base = DemeterConfig::default();
+    let c = base.compressed(54.0);
+    c.validate().unwrap();
+    assert_eq!(c.optimise_every_s, 60, "600 / 54 is floored at a minute");
+    assert_eq!(c.risk_check_every_s, 10);
+    assert_eq!(c.horizon_s, 300);
+    assert_eq!(c.risk_horizon_s, 60);
+    assert_eq!(c.peak_memory_s, 1_600);
+    assert_eq!(c.season_s, 1_600);
+    assert!(c.shape_dwell_s >= c.expected_dwell_s && c.expected_dwell_s >= 180);
+    assert!(c.violation_seconds >= 1 && c.violation_seconds <= c.health_window_s);
+    assert_eq!(c.confidence, base.confidence);
+    assert_eq!(
+        c.initial_restart_downtime_s,
+        base.initial_restart_downtime_s
+    );
+    assert_eq!(base.compressed(1.0), base);
+    assert_eq!(base.compressed(f64::NAN), base);
+    // The forecasters' cadences follow the season.
+    let f = c.forecast(c.horizon_s);
+    assert!(f.validate().is_ok(), "{f:?}");
+    assert_eq!(f.season.known_periods_s, vec![1_600]);
+    let d = base.forecast(600);
+    assert_eq!(
+        (d.bucket_s, d.season.resolution_s, d.season.min_period_s),
+        (10, 60, 1_200)
+    );
+}

@@ -1,4 +1,4 @@
-//! What production's last minute says about its health, second by second: whether the job is
+//! What production's last `health_window_s` says about its health, second by second: whether the job is
 //! catching up after a stop (its latency then says nothing about the configuration), whether
 //! latency is observed over the QoS or the backlog grows (a QoS risk the model may have
 //! missed), and how long a failure took to recover from — production failures are recovery
@@ -9,17 +9,10 @@ use std::collections::VecDeque;
 use crate::models::space::JobConfig;
 use crate::policy::{JobPhase, JobTick};
 
-/// Seconds of recent history kept.
-const RECENT_S: f64 = 60.0;
 /// Caught up once the backlog is below this many seconds of input.
 const CAUGHT_UP_S: f64 = 2.0;
-/// A catch-up longer than this is an overload, not a catch-up: its seconds count as steady.
-const MAX_SETTLE_S: f64 = 900.0;
 /// The backlog "grows" when it rose by this fraction of a minute's input over the last minute.
 const GROWTH_FRACTION: f64 = 0.03;
-/// While catching up, the backlog is compared with its value this many seconds before: if it
-/// did not shrink, the job is overloaded rather than catching up.
-const DRAIN_PROBE_S: f64 = 30.0;
 
 /// What one tick told the policy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -49,6 +42,13 @@ struct Failure {
 #[derive(Debug, Clone)]
 pub struct Watch {
     latency_qos_ms: f64,
+    /// Seconds of recent history kept.
+    recent_s: f64,
+    /// A catch-up longer than this is an overload, not a catch-up: its seconds count as steady.
+    max_settle_s: f64,
+    /// While catching up, the backlog is compared with its value this many seconds before (half
+    /// the history): if it did not shrink, the job is overloaded rather than catching up.
+    drain_probe_s: f64,
     recent: VecDeque<Recent>,
     /// Catching up since this time (after a stop of any kind).
     settling_since: Option<f64>,
@@ -58,9 +58,13 @@ pub struct Watch {
 }
 
 impl Watch {
-    pub fn new(latency_qos_ms: f64) -> Self {
+    pub fn new(latency_qos_ms: f64, recent_s: u32, max_settle_s: u64) -> Self {
+        let recent_s = f64::from(recent_s.max(1));
         Watch {
             latency_qos_ms,
+            recent_s,
+            max_settle_s: max_settle_s as f64,
+            drain_probe_s: recent_s / 2.0,
             recent: VecDeque::new(),
             settling_since: None,
             probe: None,
@@ -96,11 +100,11 @@ impl Watch {
             let caught_up = tick.backlog <= (tick.rate * CAUGHT_UP_S).max(1.0);
             let (probe_s, probe_backlog) = *self.probe.get_or_insert((now_s, tick.backlog));
             let mut not_draining = false;
-            if now_s - probe_s >= DRAIN_PROBE_S {
+            if now_s - probe_s >= self.drain_probe_s {
                 not_draining = tick.backlog >= probe_backlog;
                 self.probe = Some((now_s, tick.backlog));
             }
-            if caught_up || not_draining || now_s - since > MAX_SETTLE_S {
+            if caught_up || not_draining || now_s - since > self.max_settle_s {
                 self.probe = None;
                 self.settling_since = None;
                 if let Some(f) = self.failure.take() {
@@ -121,7 +125,7 @@ impl Watch {
         while self
             .recent
             .front()
-            .is_some_and(|r| r.t_s <= now_s - RECENT_S)
+            .is_some_and(|r| r.t_s <= now_s - self.recent_s)
         {
             self.recent.pop_front();
         }
@@ -135,7 +139,7 @@ impl Watch {
         }
     }
 
-    /// Seconds over the latency QoS in the last minute of steady running.
+    /// Seconds over the latency QoS in the health window of steady running.
     pub fn seconds_over(&self) -> u32 {
         self.recent.iter().filter(|r| r.over).count() as u32
     }
@@ -145,7 +149,7 @@ impl Watch {
         let (Some(first), Some(last)) = (self.recent.front(), self.recent.back()) else {
             return false;
         };
-        if last.t_s - first.t_s < 0.75 * RECENT_S {
+        if last.t_s - first.t_s < 0.75 * self.recent_s {
             return false;
         }
         let mean_rate = self.recent.iter().map(|r| r.rate).sum::<f64>() / self.recent.len() as f64;
