@@ -63,7 +63,7 @@ export DEMETER_FLINK_REST=$FLINK_REST_URL
 # agent runs on the coordinator daemon's orders (~3 min).
 # The profiling test (tests/tests/profiling_flink.rs, ~3.5 min) starts a production cluster on
 # REST 18491 / RPC 16491 and runs a batch of two profiling copies on REST 18500-18519 / RPC
-# 16500-16519. The tuning test (tests/tests/tuning_flink.rs, ~7 min) runs scripts/run-local.sh
+# 16500-16519. The tuning test (tests/tests/tuning_flink.rs, 5-8 min, capped at 11) runs scripts/run-local.sh
 # with the debug binaries: REST 18591 / RPC 16591, profiling copies on 18600-18609 / 16600-16609.
 export DEMETER_LAB="$PWD/.lab"
 

@@ -12,7 +12,7 @@
 //! Runs only when `DEMETER_LAB` names an installed lab; ports `DEMETER_TUNING_REST_PORT`
 //! (18591) / `DEMETER_TUNING_RPC_PORT` (16591), profiling copies REST 18600-18609 / RPC
 //! 16600-16609. The run ends as soon as the decision log shows both (`UNTIL_TUNED`), at the latest
-//! after `DEMETER_TUNING_SECONDS` (default 480).
+//! after `DEMETER_TUNING_SECONDS` (default 660).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Command;
@@ -31,7 +31,7 @@ fn demeter_tunes_a_real_flink_job_end_to_end() {
         }
     };
     let (rest, rpc) = Lab::ports("DEMETER_TUNING", 18591, 16591);
-    let seconds = std::env::var("DEMETER_TUNING_SECONDS").unwrap_or_else(|_| "480".into());
+    let seconds = std::env::var("DEMETER_TUNING_SECONDS").unwrap_or_else(|_| "660".into());
     let scratch = Scratch::new("tuning-flink");
     let run = scratch.path.join("run");
     let status = Command::new("bash")

@@ -121,10 +121,20 @@ impl FlinkClient {
             self.read_job_metrics(job, &details).await?;
             tokio::time::sleep(settle).await;
         }
-        let (vertex_metrics, job_metrics) = self.read_job_metrics(job, &details).await?;
+        self.job_metrics_snapshot_of(&details).await
+    }
+
+    /// [`Self::job_metrics_snapshot`] without settling, for a caller that just read the job's
+    /// details itself (a poller reading every second): the details are not fetched twice.
+    pub async fn job_metrics_snapshot_of(
+        &self,
+        details: &JobDetails,
+    ) -> Result<JobMetricsSnapshot> {
+        let job = &details.jid;
+        let (vertex_metrics, job_metrics) = self.read_job_metrics(job, details).await?;
         let checkpoints = self.checkpoint_stats(job).await?;
         Ok(JobMetricsSnapshot::from_parts(
-            &details,
+            details,
             &vertex_metrics,
             &job_metrics,
             Some(&checkpoints),

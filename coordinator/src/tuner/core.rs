@@ -310,10 +310,6 @@ impl TunerCore {
         self.last
     }
 
-    pub fn is_reconfiguring(&self) -> bool {
-        self.reconfiguring.is_some()
-    }
-
     fn current_config(&self) -> Option<JobConfig> {
         self.last.map(|v| v.tick.config)
     }

@@ -392,7 +392,7 @@ impl Tuner {
             return Some(reading);
         };
         reading.fully_running = details.is_fully_running();
-        reading.snapshot = client.job_metrics_snapshot(job, Duration::ZERO).await.ok();
+        reading.snapshot = client.job_metrics_snapshot_of(&details).await.ok();
         let sources: Vec<_> = details
             .source_vertices()
             .iter()
