@@ -13,6 +13,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export CARGO_TERM_COLOR=${CARGO_TERM_COLOR:-never}
+# A clean CI build never reuses incremental state: skip writing it (time and gigabytes).
+[ "${CI:-}" = true ] && export CARGO_INCREMENTAL=0
 unset RUST_BACKTRACE
 started=$(date +%s)
 step() { printf '\n==> [%4ss] %s\n' "$(( $(date +%s) - started ))" "$*"; }
@@ -57,7 +59,9 @@ trap on_exit EXIT
 scripts/flink-lab.sh start ci --rest-port 18091 --rpc-port 16191 --taskmanagers 1 --slots 2
 eval "$(scripts/flink-lab.sh env ci)"
 export DEMETER_FLINK_REST=$FLINK_REST_URL
-# The executor test (tests/tests/executor_flink.rs) starts its own JobManager from this lab on
+# scripts/test-lanes.py runs the test binaries: the executor test beside the daemon and profiling
+# tests (and the fast binaries), then the tuning test on its own. Ports, so lanes never collide:
+# the executor test (tests/tests/executor_flink.rs) starts its own JobManager from this lab on
 # REST 18291 / RPC 16291 and runs its TaskManagers itself; the daemon test
 # (tests/tests/daemon_flink.rs) starts one on REST 18391 / RPC 16391 whose TaskManagers a real
 # agent runs on the coordinator daemon's orders (~3 min).
@@ -65,15 +69,18 @@ export DEMETER_FLINK_REST=$FLINK_REST_URL
 # REST 18491 / RPC 16491 and runs a batch of two profiling copies on REST 18500-18519 / RPC
 # 16500-16519. The tuning test (tests/tests/tuning_flink.rs, 5-8 min, capped at 11) runs scripts/run-local.sh
 # with the debug binaries: REST 18591 / RPC 16591, profiling copies on 18600-18609 / 16600-16609.
+# The agent's supervisor test (agent/tests/supervisor_flink.rs) uses REST 18281 / RPC 16281, the
+# REST client's test (coordinator/tests/flink_real.rs) the session cluster above.
 export DEMETER_LAB="$PWD/.lab"
 
-step "cargo test (workspace)"
-cargo test --workspace -- --nocapture 2>&1 | tee .lab/cargo-test.log | grep -E '^(test |test result|SKIPPED|     Running)' || true
-if grep -q 'test result: FAILED\|error: test failed\|could not compile' .lab/cargo-test.log; then
-  echo "cargo test failed; see .lab/cargo-test.log" >&2
-  grep -B5 -A40 'panicked' .lab/cargo-test.log | head -200 >&2 || true
-  exit 1
-fi
+step "cargo test: build the test binaries"
+cargo test --workspace --no-run --message-format=json >.lab/test-binaries.json 2>.lab/test-build.log \
+  || { tail -50 .lab/test-build.log >&2; exit 1; }
+step "cargo test (workspace) in lanes: real-Flink tests beside each other, logs in .lab/tests/"
+python3 scripts/test-lanes.py .lab/test-binaries.json .lab/tests
+step "doc tests"
+cargo test --workspace --doc >.lab/doc-tests.log 2>&1 || { tail -50 .lab/doc-tests.log >&2; exit 1; }
+grep '^test result' .lab/doc-tests.log || true
 stop_ci_cluster
 
 if [ -n "$ops_pid" ]; then

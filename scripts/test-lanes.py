@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Runs the workspace's test binaries (built by `cargo test --no-run`) in lanes.
+
+Why not plain `cargo test`: it runs one test binary after the other, and the four that drive a
+real Flink cluster spend most of their time waiting on JVMs, savepoints and heartbeats. Run one
+after the other they took ~14 of CI's ~28 minutes. Here the executor test runs beside the daemon
+and profiling tests, and the fast binaries beside both; every real-Flink test has its own ports
+(see scripts/test.sh), so lanes cannot collide. The tuning test (the README's first command, end
+to end) runs afterwards on its own: it needs the machine's spare CPU, because a production job
+that misses its QoS for want of CPU is, rightly, never profiled or scaled down.
+
+    scripts/test-lanes.py ARTIFACTS.json LOG_DIR
+
+ARTIFACTS.json is `cargo test --workspace --no-run --message-format=json`'s output. Each binary
+runs from its package's directory (as cargo runs it) with `--nocapture`; its output goes to
+LOG_DIR/<name>.log. Exit status 1 if any binary failed, with the failures' panics printed.
+"""
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+# Long real-Flink tests: phases run one after the other; in a phase, each inner list is a lane
+# run in order, beside the phase's other lanes. The fast binaries run beside the first phase.
+FLINK_PHASES = [[["executor_flink"], ["daemon_flink", "profiling_flink"]], [["tuning_flink"]]]
+
+
+def test_binaries(artifacts: Path):
+    """(name, package dir, executable) of every test harness binary, in build order."""
+    seen = set()
+    for line in artifacts.read_text().splitlines():
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+            continue
+        if not message["profile"]["test"]:
+            continue
+        exe = message["executable"]
+        if exe in seen:
+            continue
+        seen.add(exe)
+        yield message["target"]["name"], str(Path(message["manifest_path"]).parent), exe
+
+
+class Lane(threading.Thread):
+    def __init__(self, name, binaries, log_dir, started):
+        super().__init__(name=name)
+        self.binaries = binaries
+        self.log_dir = log_dir
+        self.started = started
+        self.results = []
+
+    def run(self):
+        for name, cwd, exe in self.binaries:
+            log = self.log_dir / f"{name}.log"
+            begin = time.monotonic()
+            print(f"[{begin - self.started:6.0f}s] {self.name}: {name} started", flush=True)
+            with log.open("w") as out:
+                status = subprocess.call([exe, "--nocapture"], cwd=cwd, stdout=out,
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            seconds = time.monotonic() - begin
+            summary = [l for l in log.read_text(errors="replace").splitlines()
+                       if l.startswith("test result")]
+            print(f"[{time.monotonic() - self.started:6.0f}s] {self.name}: {name} "
+                  f"{'ok' if status == 0 else 'FAILED'} in {seconds:.0f}s "
+                  f"{summary[-1] if summary else ''}", flush=True)
+            self.results.append((name, status, seconds, log))
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    artifacts, log_dir = Path(sys.argv[1]), Path(sys.argv[2])
+    log_dir.mkdir(parents=True, exist_ok=True)
+    binaries = list(test_binaries(artifacts))
+    by_name = {b[0]: b for b in binaries}
+    flink_names = {n for phase in FLINK_PHASES for lane in phase for n in lane}
+    missing = sorted(flink_names - by_name.keys())
+    if missing:
+        sys.exit(f"test binaries not built: {', '.join(missing)}")
+    started = time.monotonic()
+    lanes = []
+    for number, phase in enumerate(FLINK_PHASES):
+        running = [Lane(f"phase{number + 1}.lane{i + 1}", [by_name[n] for n in names], log_dir, started)
+                   for i, names in enumerate(phase)]
+        if number == 0:
+            running.append(Lane("fast", [b for b in binaries if b[0] not in flink_names],
+                                log_dir, started))
+        for lane in running:
+            lane.start()
+        for lane in running:
+            lane.join()
+        lanes.extend(running)
+    failed = [r for lane in lanes for r in lane.results if r[1] != 0]
+    print(f"\n{sum(len(l.results) for l in lanes)} test binaries in "
+          f"{time.monotonic() - started:.0f}s; failed: {len(failed)}")
+    for name, status, _, log in failed:
+        lines = log.read_text(errors="replace").splitlines()
+        start = next((i for i, l in enumerate(lines) if "panicked" in l), max(0, len(lines) - 60))
+        print(f"\n--- {name} (exit {status}), {log}:")
+        print("\n".join(lines[max(0, start - 5):start + 60]))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
