@@ -4,37 +4,34 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.connector.source.SourceReader;
 import org.apache.flink.api.connector.source.SourceReaderContext;
 import org.apache.flink.api.connector.source.lib.NumberSequenceSource.NumberSequenceSplit;
-import org.apache.flink.api.connector.source.util.ratelimit.RateLimitedSourceReader;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
-import org.apache.flink.connector.datagen.source.GeneratingIteratorSourceReader;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
-import org.apache.flink.util.NumberSequenceIterator;
 
 /**
- * An unbounded DataGeneratorSource whose readers are rate limited by {@link RateSchedule} with a
- * split-aware share. Sequence numbers are the generator's indices: split {@code i} of {@code S}
- * (S = source parallelism of the first run) covers a contiguous range, and the split's position is
- * checkpointed, so numbers are deterministic across restores.
+ * An unbounded DataGeneratorSource whose readers emit on {@link RateSchedule}'s timetable and
+ * keep a backlog ({@link BacklogReader}). DataGeneratorSource is kept for its enumerator and split
+ * serializer: split {@code i} of {@code S} (S = source parallelism of the first run) covers a
+ * contiguous range of sequence numbers and its position is checkpointed, so numbers are
+ * deterministic across restores and rescales.
  */
 final class BenchSource extends DataGeneratorSource<Event> {
     private static final long serialVersionUID = 1L;
 
     private final RateSchedule schedule;
+    private final int keys;
 
     BenchSource(int keys, RateSchedule schedule) {
         super(new Generator(keys), Long.MAX_VALUE, TypeInformation.of(Event.class));
         this.schedule = schedule;
+        this.keys = keys;
     }
 
     @Override
     public SourceReader<Event, NumberSequenceSplit> createReader(SourceReaderContext context) {
-        TokenBucketLimiter limiter = new TokenBucketLimiter(schedule);
-        GeneratingIteratorSourceReader<Long, Event, NumberSequenceIterator, NumberSequenceSplit> generating =
-                new GeneratingIteratorSourceReader<>(context, getGeneratorFunction());
-        return new SplitShareReader(new RateLimitedSourceReader<>(generating, limiter), limiter, context);
+        return new BacklogReader(context, schedule, keys);
     }
 
-    /** Stamps each index with the emit time and its key. */
+    /** DataGeneratorSource's own reader would use this; ours makes its events itself. */
     static final class Generator implements GeneratorFunction<Long, Event> {
         private static final long serialVersionUID = 1L;
         private final int keys;

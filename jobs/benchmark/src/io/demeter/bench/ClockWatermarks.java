@@ -5,10 +5,11 @@ import org.apache.flink.api.common.eventtime.WatermarkGenerator;
 import org.apache.flink.api.common.eventtime.WatermarkOutput;
 
 /**
- * Watermarks that follow the source's clock, not only its records: records are stamped with
- * {@link BenchClock#nowMs()} in the same task thread that emits these watermarks, so a record
- * made after a watermark {@code now - 1} is never late, and windows keep closing while the rate
- * is zero or a reader has nothing to read.
+ * Watermarks that follow the source's timetable, not only its records, so windows keep closing
+ * while the rate is zero or a reader has nothing to read. Records are stamped with the time they
+ * were due ({@link BacklogReader}), in order per reader; the watermark stays just below the
+ * reader's next due record (and below now), so no record is ever late, also while a backlog of
+ * old stamps drains. The reader is found through the task thread both run on.
  */
 final class ClockWatermarks implements WatermarkGenerator<Event> {
     private long maxTs = Long.MIN_VALUE;
@@ -20,6 +21,9 @@ final class ClockWatermarks implements WatermarkGenerator<Event> {
 
     @Override
     public void onPeriodicEmit(WatermarkOutput output) {
-        output.emitWatermark(new Watermark(Math.max(maxTs, BenchClock.nowMs()) - 1));
+        long now = BenchClock.nowMs();
+        BacklogReader reader = BacklogReader.onThisThread();
+        long bound = reader == null ? now : reader.watermarkBoundMs(now);
+        output.emitWatermark(new Watermark(Math.max(maxTs, bound) - 1));
     }
 }

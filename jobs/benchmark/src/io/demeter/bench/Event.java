@@ -4,7 +4,7 @@ package io.demeter.bench;
 public class Event {
     /** Sequence number: the DataGeneratorSource index, unique and deterministic per split. */
     public long seq;
-    /** Event time = emit time at the source, milliseconds on {@link BenchClock}. */
+    /** Event time = when the record was due at the source (see BacklogReader), ms on {@link BenchClock}. */
     public long ts;
     /** Grouping key, {@code seq % keys}, so each key sees an arithmetic run of sequence numbers. */
     public int key;
