@@ -66,6 +66,16 @@ pub struct Layout {
     pub jm_cpu_cores: f64,
     /// Never more than this for all profiling copies together.
     pub cap: Resources,
+    /// The address TaskManagers reach the copies' JobManagers at (they run on this host);
+    /// anything but loopback makes the JobManagers listen on every interface, for agents on
+    /// other nodes.
+    #[serde(default = "loopback")]
+    pub jobmanager_address: String,
+}
+
+/// Copies' JobManagers listen on loopback only unless agents elsewhere must reach them.
+pub fn loopback() -> String {
+    "127.0.0.1".into()
 }
 
 /// One profiling copy, ready to start.
@@ -86,6 +96,8 @@ pub struct CopyPlan {
     pub flink_configuration: BTreeMap<String, String>,
     pub taskmanagers: Vec<TaskManagerSpec>,
     pub jm_memory_mb: u32,
+    /// Where the copy's TaskManagers reach its JobManager ([`Layout::jobmanager_address`]).
+    pub jobmanager_address: String,
     /// What the copy books against the cap.
     pub demand: Resources,
 }
@@ -251,6 +263,7 @@ pub fn plan_batch(
             flink_configuration: flink_configuration(config),
             taskmanagers,
             jm_memory_mb: layout.jm_memory_mb,
+            jobmanager_address: layout.jobmanager_address.clone(),
             demand,
         })));
     }
@@ -259,4 +272,4 @@ pub fn plan_batch(
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(crate) mod tests;

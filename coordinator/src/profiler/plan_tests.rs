@@ -6,7 +6,7 @@ fn cfg(text: &str) -> JobConfig {
     text.parse().unwrap()
 }
 
-fn layout() -> Layout {
+pub(crate) fn layout() -> Layout {
     Layout {
         rest_ports: PortRange {
             first: 18500,
@@ -23,6 +23,24 @@ fn layout() -> Layout {
             cpu_cores: 4.0,
             memory_mb: 6144.0,
         },
+        jobmanager_address: crate::profiler::plan::loopback(),
+    }
+}
+
+/// The plan of a batch of one `config` that is admitted.
+pub(crate) fn one_plan(layout: &Layout, batch: u64, config: &str) -> CopyPlan {
+    let admissions = plan_batch(
+        batch,
+        &[cfg(config)],
+        100.0,
+        "--rate {rate}",
+        layout,
+        &Surroundings::default(),
+    )
+    .unwrap();
+    match admissions.into_iter().next() {
+        Some(Admission::Start(plan)) => *plan,
+        other => panic!("not admitted: {other:?}"),
     }
 }
 
