@@ -237,6 +237,13 @@ mod tests {
         assert_eq!(profiling.jobmanager_address, "127.0.0.1");
         assert_eq!(profiling.node_reserve, default_node_reserve());
         job.validate().unwrap();
+        let on_agents: ProfilingSettings = toml::from_str(
+            "args = \"--rate {rate}\"\nflink_home = \"/f\"\nwork_dir = \"/w\"\n\
+             copies_on = \"agents\"\nnode_reserve = { cpu_cores = 0.5, memory_mb = 1024.0 }\n",
+        )
+        .unwrap();
+        assert_eq!(on_agents.copies_on, CopiesOn::Agents);
+        assert_eq!(on_agents.node_reserve.memory_mb, 1024.0);
         let mut bad = job.clone();
         bad.policy = "oracle".into();
         assert!(bad.validate().unwrap_err().to_string().contains("oracle"));
