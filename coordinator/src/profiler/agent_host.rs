@@ -33,6 +33,8 @@ pub struct AgentHost {
     agents: Vec<String>,
     /// Kept free on every node for production and everything else.
     reserve: Resources,
+    /// Whether idle CPU limits placement (else memory only).
+    count_cpu: bool,
     order_timeout: Duration,
     /// Copy TaskManagers booked on the agents, by copy.
     booked: Mutex<HashMap<String, Vec<Booking>>>,
@@ -45,12 +47,14 @@ impl AgentHost {
         cluster: String,
         agents: Vec<String>,
         reserve: Resources,
+        count_cpu: bool,
     ) -> Self {
         Self {
             ingest,
             cluster,
             agents,
             reserve,
+            count_cpu,
             order_timeout: Duration::from_secs(90),
             booked: Mutex::new(HashMap::new()),
             backends: Mutex::new(HashMap::new()),
@@ -101,7 +105,7 @@ impl AgentHost {
             now_ms(),
             MAX_SAMPLE_AGE_MS,
         );
-        let placed = placement::place(&spare, &plan.taskmanagers)?;
+        let placed = placement::place(&spare, &plan.taskmanagers, self.count_cpu)?;
         booked.insert(
             plan.name.clone(),
             plan.taskmanagers
@@ -155,7 +159,15 @@ impl CopyHost for AgentHost {
     }
 
     fn available(&self) -> Option<Resources> {
-        Some(placement::total(&self.spare()))
+        let mut total = placement::total(&self.spare());
+        if !self.count_cpu {
+            total.cpu_cores = f64::INFINITY;
+        }
+        Some(total)
+    }
+
+    fn jobmanagers_elsewhere(&self) -> bool {
+        true
     }
 
     fn release(&self, plan: &CopyPlan) {

@@ -135,6 +135,7 @@ pub async fn run_batch(
         busy_ports: host::busy_ports(ports),
         profiling_in_use: in_use,
         host_available: runtime.host.available(),
+        jobmanagers_elsewhere: runtime.host.jobmanagers_elsewhere(),
     };
     let admissions = plan_batch(
         request.batch,

@@ -111,16 +111,21 @@ fn headroom(spare: Resources, demand: Resources) -> f64 {
 
 /// Places each of `taskmanagers` on the node with the most room for it (the most further
 /// TaskManagers of its size would fit; ties to the first name), booking as it goes, so one
-/// copy spreads over nodes when one cannot take all. Returns TaskManager id → agent, or why a
-/// TaskManager fits on no node.
+/// copy spreads over nodes when one cannot take all. Without `count_cpu` only memory limits
+/// (CPU is then bounded by the cap and the TaskManagers' CPU limits alone). Returns
+/// TaskManager id → agent, or why a TaskManager fits on no node.
 pub fn place(
     spare: &BTreeMap<String, Resources>,
     taskmanagers: &[TaskManagerSpec],
+    count_cpu: bool,
 ) -> Result<BTreeMap<String, String>, String> {
     let mut left = spare.clone();
     let mut placed = BTreeMap::new();
     for tm in taskmanagers {
-        let need = demand(tm);
+        let mut need = demand(tm);
+        if !count_cpu {
+            need.cpu_cores = 0.0;
+        }
         let best = left
             .iter()
             .filter(|(_, room)| headroom(**room, need) >= 1.0 - 1e-9)
@@ -171,14 +176,26 @@ pub fn pressed(samples: &[(String, Sample)], reserve_mb: f64, booked: &[Booking]
 
 /// The dynamic properties that make an agent's TaskManager join `plan`'s copy rather than the
 /// cluster its conf dir describes: the copy's JobManager address and RPC port, its own
-/// temporary (and so working and local-state) directories, and the settings of the copy's
-/// `config.yaml` a TaskManager reads itself. Later `-D` values win over the conf dir's.
+/// temporary (and so working and local-state) directories, its state backend and checkpoint
+/// storage (a TaskManager builds them from the job's settings over its own configuration, so
+/// production's conf dir would otherwise send copy state to production's checkpoint
+/// directory), and the other settings of the copy's `config.yaml` a TaskManager reads itself.
+/// Later `-D` values win over the conf dir's.
 pub fn copy_properties(plan: &CopyPlan) -> Vec<(String, String)> {
     let dir = plan.dir.display();
     [
         ("jobmanager.rpc.address", plan.jobmanager_address.clone()),
         ("jobmanager.rpc.port", plan.rpc_port.to_string()),
         ("io.tmp.dirs", format!("{dir}/tmp")),
+        ("state.backend.type", "hashmap".into()),
+        (
+            "execution.checkpointing.dir",
+            format!("file://{dir}/checkpoints"),
+        ),
+        (
+            "execution.checkpointing.savepoint-dir",
+            format!("file://{dir}/savepoints"),
+        ),
         ("taskmanager.memory.managed.fraction", "0.1".into()),
         ("heartbeat.interval", "2 s".into()),
         ("heartbeat.timeout", "10 s".into()),

@@ -110,17 +110,17 @@ fn taskmanagers_go_where_most_of_them_still_fit_and_spread_when_needed() {
         tm("t1", 1000, 1024),
         tm("t2", 1000, 1024),
     ];
-    let placed = place(&spare, &tms).unwrap();
+    let placed = place(&spare, &tms, true).unwrap();
     assert_eq!(placed["t0"], "b");
     assert_eq!(placed["t1"], "a");
     assert_eq!(placed["t2"], "b");
     // A fourth and fifth still fit (a: 1 left, b: 1 left); a sixth does not.
     let six: Vec<_> = (0..6).map(|i| tm(&format!("t{i}"), 1000, 1024)).collect();
-    assert_eq!(place(&spare, &six[..5]).unwrap().len(), 5);
-    let err = place(&spare, &six).unwrap_err();
+    assert_eq!(place(&spare, &six[..5], true).unwrap().len(), 5);
+    let err = place(&spare, &six, true).unwrap_err();
     assert!(err.contains("t5 needs 1.00 cores / 1024 MiB"), "{err}");
     assert!(
-        place(&BTreeMap::new(), &tms[..1])
+        place(&BTreeMap::new(), &tms[..1], true)
             .unwrap_err()
             .contains("no agent")
     );
@@ -164,6 +164,16 @@ fn copy_taskmanagers_join_the_copys_jobmanager_with_the_copys_own_directories() 
     assert_eq!(props["jobmanager.rpc.address"], "10.1.2.3");
     assert_eq!(props["jobmanager.rpc.port"], "16500");
     assert_eq!(props["io.tmp.dirs"], "/var/prof/prof-b7-c0/tmp");
+    assert_eq!(
+        props["execution.checkpointing.dir"],
+        "file:///var/prof/prof-b7-c0/checkpoints"
+    );
+    // Every path is the copy's own.
+    for (key, value) in &props {
+        if value.contains('/') {
+            assert!(value.contains("/var/prof/prof-b7-c0/"), "{key} = {value}");
+        }
+    }
     // The copy's properties come after the spec's own in the command line, so they win.
     let mut spec = plan.taskmanagers[0].clone();
     spec.properties.extend(copy_properties(plan));

@@ -167,6 +167,19 @@ fn copies_that_do_not_fit_under_the_cap_are_skipped_not_started() {
         panic!()
     };
     assert!(reason.contains("needs"), "{reason}");
+    // With the JobManagers elsewhere (agents run the TaskManagers), only the TaskManagers
+    // count against the nodes' free resources: the small one's 640 MiB fit in 1000.
+    let around = Surroundings {
+        jobmanagers_elsewhere: true,
+        ..around
+    };
+    let a = plan_batch(4, &[big, small], 100.0, "--rate {rate}", &layout(), &around).unwrap();
+    assert_eq!(started(&a).len(), 1, "{a:?}");
+    assert_eq!(started(&a)[0].config, small);
+    assert!(
+        started(&a)[0].demand.memory_mb > 1000.0,
+        "the cap still sees the JobManager"
+    );
 }
 
 #[test]

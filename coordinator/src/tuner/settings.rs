@@ -87,6 +87,11 @@ pub struct ProfilingSettings {
     /// the agent's newest sample); copies go only where more is left.
     #[serde(default = "default_node_reserve")]
     pub node_reserve: Resources,
+    /// Whether a node's idle CPU (less the reserve) must hold a copy TaskManager's CPU limit;
+    /// `false`: memory only, CPU bounded by the cap and the TaskManagers' CPU limits (for
+    /// shared machines whose idle CPU says little, like a CI runner).
+    #[serde(default = "yes")]
+    pub node_cpu_check: bool,
     /// The agents' cluster name whose `FLINK_HOME` and conf dir copy TaskManagers start from
     /// (they join the copy's JobManager through dynamic properties); default: the executor's
     /// `[executor] cluster`.
@@ -183,6 +188,9 @@ fn default_cap() -> Resources {
 fn default_host_reserve() -> u32 {
     2048
 }
+fn yes() -> bool {
+    true
+}
 fn default_node_reserve() -> Resources {
     Resources {
         cpu_cores: 1.0,
@@ -244,6 +252,7 @@ mod tests {
         .unwrap();
         assert_eq!(on_agents.copies_on, CopiesOn::Agents);
         assert_eq!(on_agents.node_reserve.memory_mb, 1024.0);
+        assert!(on_agents.node_cpu_check);
         let mut bad = job.clone();
         bad.policy = "oracle".into();
         assert!(bad.validate().unwrap_err().to_string().contains("oracle"));

@@ -512,6 +512,7 @@ fn copy_host(settings: &ProfilingSettings, service: &ExecutorService) -> Result<
             .unwrap_or_else(|| executor.cluster.clone()),
         executor.agents.clone(),
         settings.node_reserve,
+        settings.node_cpu_check,
     );
     let local = || -> Result<Arc<dyn CopyHost>> {
         Ok(Arc::new(LocalHost::new(
