@@ -273,9 +273,13 @@ impl TaskManagers for CopyTaskManagers {
     }
 
     fn alive<'a>(&'a self, job: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(
-            async move { alive_on(&self.ingest, self.agents()?, job, self.order_timeout).await },
-        )
+        Box::pin(async move {
+            // A copy placed nowhere never started a TaskManager.
+            if self.placed.is_err() {
+                return Ok(Vec::new());
+            }
+            alive_on(&self.ingest, self.agents()?, job, self.order_timeout).await
+        })
     }
 
     fn kill<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
