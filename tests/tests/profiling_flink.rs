@@ -84,6 +84,9 @@ async fn profiling_batch_beside_production_on_real_flink() {
         FlinkClient::new(&format!("http://127.0.0.1:{rest}"), ClientConfig::default()).unwrap();
     let job = start_production(&client, &jar, &out).await;
     let rig = AgentRig::start(AGENT_CLUSTER, &cluster.env).await;
+    // Job directories there from earlier runs (retained checkpoints survive a cancel).
+    let prod_checkpoints = lab.dir.join("clusters/prof/checkpoints");
+    let checkpoints_before = job_dirs(&prod_checkpoints);
 
     // Two batches at once on split port ranges: the measured one, and one that is recalled
     // (Ctrl-C, what production's recall does) once its job runs.
@@ -214,13 +217,13 @@ async fn profiling_batch_beside_production_on_real_flink() {
         }
     }
     // Copy state never went to production's checkpoint directory.
-    let prod_checkpoints: Vec<String> =
-        std::fs::read_dir(lab.dir.join("clusters/prof/checkpoints"))
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-    assert_eq!(prod_checkpoints, vec![job.to_string()]);
+    let mut expected = checkpoints_before;
+    expected.insert(job.to_string());
+    let after = job_dirs(&prod_checkpoints);
+    assert!(
+        after.is_subset(&expected),
+        "job directories in production's checkpoint dir beyond production's: {after:?}"
+    );
 
     // Nothing of either batch is left.
     for dir in [&work, &recalled_work] {
@@ -278,6 +281,18 @@ async fn profiling_batch_beside_production_on_real_flink() {
     println!("  recalled copy: Ctrl-C → torn down, CLI exited after {recalled_after_s:.1} s");
     println!("  production exactly-once: {records} records, none lost or duplicated");
     drop(cluster);
+}
+
+/// The job-id directories under a checkpoint directory.
+fn job_dirs(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 fn range(text: &str) -> PortRange {
