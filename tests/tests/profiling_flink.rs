@@ -1,36 +1,55 @@
 //! Profiling copies on real Flink 2.3 beside a production cluster: production (JobManager +
 //! one TaskManager from `scripts/flink-lab.sh`) runs the benchmark job with its exactly-once
-//! FileSink; one profiling batch of two candidates (different slots and memory) runs through
-//! the real `demeter-coordinator profile` CLI at a CPU-bound rate (`--work-us`), with short
-//! warm-up and measurement windows. Beside it a second batch runs under a cap with room for
-//! one of its two copies (the other is reported skipped) and is recalled (Ctrl-C raises the
-//! recall flag) once its job runs. Checks: both measured copies yield plausible observations,
-//! the higher-capacity one is less busy at the same rate, the recalled copy reports aborted,
-//! nothing of either batch is left (JVMs, ports, directories), and production is unaffected
-//! (same job RUNNING, never restarted, exactly-once output intact). Prints start-up, recovery
-//! and batch wall times.
+//! FileSink. One profiling batch of two candidates (different slots and memory) runs at a
+//! CPU-bound rate (`--work-us`), with short warm-up and measurement windows, its copies'
+//! TaskManagers run by ONE real `demeter-agent` (child backend) through `AgentHost`: the
+//! agent knows only production's cluster paths, and the copies' TaskManagers join their own
+//! JobManagers (on this host) through dynamic properties; usage comes from the agent's
+//! samples, the recovery kill is the agent's `KillTaskManager`. Beside it a second batch runs
+//! through the real `demeter-coordinator profile` CLI with copies on this host, under a cap
+//! with room for one of its two copies (the other is reported skipped), and is recalled
+//! (Ctrl-C raises the recall flag) once its job runs. Checks: both measured copies yield
+//! plausible observations, the higher-capacity one is less busy at the same rate, the agent
+//! ran the measured copies' TaskManagers (production's cluster name, the copy's JobManager
+//! port) and runs none after, the recalled copy reports aborted, nothing of either batch is
+//! left (JVMs, ports, directories), copy state never reached production's checkpoint
+//! directory, and production is unaffected (same job RUNNING, never restarted, exactly-once
+//! output intact). Prints start-up, measurement, tear-down, recovery and batch wall times.
 //!
 //! Runs only when `DEMETER_LAB` names an installed lab. Ports: production REST/RPC
 //! `DEMETER_PROFILING_PROD_REST_PORT` (18491) / `DEMETER_PROFILING_PROD_RPC_PORT` (16491);
 //! copies `DEMETER_PROFILING_REST_PORTS` (18500-18519) / `DEMETER_PROFILING_RPC_PORTS`
-//! (16500-16519).
+//! (16500-16519); the agent's QUIC port is any free one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+#[path = "profiling_flink/agent_rig.rs"]
+mod agent_rig;
+
+use std::sync::Arc;
+
+use agent_rig::{AGENT, AgentRig, PhaseLog};
+use demeter_common::protocol::TaskManagerState;
 use demeter_coordinator::flink::{
     ClientConfig, FlinkClient, JarRunRequest, JobId, JobState, SavepointFormat, StopRequest,
 };
-use demeter_coordinator::models::observations::parse_csv;
 use demeter_coordinator::models::space::JobConfig;
+use demeter_coordinator::profiler::agent_host::AgentHost;
+use demeter_coordinator::profiler::batch::{BatchRequest, Recall, Runtime, run_batch};
 use demeter_coordinator::profiler::host::{port_free, processes_naming};
+use demeter_coordinator::profiler::plan::loopback;
+use demeter_coordinator::profiler::{Layout, PortRange, Resources, Times};
 use demeter_tests::lab::Lab;
 use demeter_tests::{Scratch, binary};
 
+/// The agent's name for the production cluster's paths; copies start from them.
+const AGENT_CLUSTER: &str = "prod";
+
 const ENTRY: &str = "io.demeter.bench.BenchJob";
 /// Records/s fed to each copy; with `--work-us 1000` a window subtask is ~40 % busy at 400/s.
-const RATE: &str = "400";
+const RATE: f64 = 400.0;
 const LOW: &str = "p=1,slots=1,mem=1024m,cpu=1,ckpt=5s";
 const HIGH: &str = "p=2,slots=2,mem=1280m,cpu=1,ckpt=5s";
 
@@ -59,12 +78,15 @@ async fn profiling_batch_beside_production_on_real_flink() {
     let scratch = Scratch::new("profiling-flink");
     let out = scratch.path.join("production-output");
     let work = scratch.path.join("profiling");
-    let observations = scratch.path.join("observations.csv");
 
     let cluster = lab.start_with("prof", rest, rpc, &["--taskmanagers", "1", "--slots", "2"]);
     let client =
         FlinkClient::new(&format!("http://127.0.0.1:{rest}"), ClientConfig::default()).unwrap();
     let job = start_production(&client, &jar, &out).await;
+    let rig = AgentRig::start(AGENT_CLUSTER, &cluster.env).await;
+    // Job directories there from earlier runs (retained checkpoints survive a cancel).
+    let prod_checkpoints = lab.dir.join("clusters/prof/checkpoints");
+    let checkpoints_before = job_dirs(&prod_checkpoints);
 
     // Two batches at once on split port ranges: the measured one, and one that is recalled
     // (Ctrl-C, what production's recall does) once its job runs.
@@ -78,61 +100,67 @@ async fn profiling_batch_beside_production_on_real_flink() {
         recalled_rpc,
         recalled_work.clone(),
     ));
+    // The measured batch: its copies' TaskManagers run through the agent, placed by memory
+    // (this shared 2-core machine's idle CPU says little; the placement tests cover CPU).
+    let host = Arc::new(AgentHost::new(
+        rig.handle(),
+        AGENT_CLUSTER.into(),
+        vec![AGENT.into()],
+        Resources {
+            cpu_cores: 0.0,
+            memory_mb: 512.0,
+        },
+        false,
+    ));
+    let runtime = Arc::new(Runtime {
+        flink_home: PathBuf::from(&cluster.env["FLINK_HOME"]),
+        jar: jar.clone(),
+        entry_class: ENTRY.into(),
+        latency_metric: "window.latencyP95Ms".into(),
+        times: Times {
+            warmup_ms: 20_000,
+            measure_ms: 20_000,
+            max_recovery_ms: 90_000,
+            ..Times::default()
+        },
+        host,
+        client: ClientConfig::default(),
+    });
+    let layout = Layout {
+        rest_ports: range(&main_rest),
+        rpc_ports: range(&main_rpc),
+        root: work.clone(),
+        jm_memory_mb: 640,
+        jm_cpu_cores: 0.25,
+        cap: Resources {
+            cpu_cores: 3.0,
+            memory_mb: 5120.0,
+        },
+        jobmanager_address: loopback(),
+    };
+    let request = BatchRequest {
+        batch: 1,
+        candidates: vec![LOW.parse().unwrap(), HIGH.parse().unwrap()],
+        rate: RATE,
+        template: "--rate {rate} --sink discard --work-us 1000".into(),
+    };
+    let phases = Arc::new(PhaseLog::default());
     let started = std::time::Instant::now();
-    let cli = tokio::process::Command::new(binary("demeter-coordinator"))
-        .arg("profile")
-        .args(["--batch", "1"])
-        .arg("--jar")
-        .arg(&jar)
-        .args(["--entry-class", ENTRY])
-        .args([
-            "--profile-args",
-            "--rate {rate} --sink discard --work-us 1000",
-        ])
-        .args(["--rate", RATE, "--config", LOW, "--config", HIGH])
-        .args([
-            "--warmup",
-            "20s",
-            "--measure",
-            "20s",
-            "--max-recovery",
-            "90s",
-        ])
-        .args(["--rest-ports", &main_rest, "--rpc-ports", &main_rpc])
-        .args([
-            "--cap-cpu",
-            "3",
-            "--cap-memory",
-            "5g",
-            "--jm-memory",
-            "640m",
-        ])
-        .arg("--work-dir")
-        .arg(&work)
-        .arg("--observations-out")
-        .arg(&observations)
-        .env("FLINK_HOME", &cluster.env["FLINK_HOME"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .await
-        .unwrap();
+    let report = run_batch(
+        runtime,
+        &layout,
+        &request,
+        Resources::default(),
+        &Recall::default(),
+        phases.clone(),
+    )
+    .await
+    .unwrap();
     let batch_s = started.elapsed().as_secs_f64();
-    let stdout = String::from_utf8_lossy(&cli.stdout);
-    print!("{stdout}");
-    assert!(
-        cli.status.success(),
-        "profile failed ({}): {}",
-        cli.status,
-        String::from_utf8_lossy(&cli.stderr)
-    );
 
     // Both copies measured, with plausible numbers.
-    let obs = parse_csv(
-        &std::fs::read_to_string(&observations).unwrap(),
-        "observations",
-    )
-    .unwrap();
-    assert_eq!(obs.len(), 2, "{obs:?}");
+    let obs = report.observations();
+    assert_eq!(obs.len(), 2, "{report:?}");
     let find = |text: &str| {
         let config = text.parse().unwrap();
         *obs.iter().find(|o| o.config == config).expect(text)
@@ -145,7 +173,7 @@ async fn profiling_batch_beside_production_on_real_flink() {
         assert!(o.recovery_s.is_some_and(|r| r > 0.0), "{o:?}");
         assert!(o.cpu_cores > 0.0 && o.memory_mb > 0.0, "{o:?}");
         assert!(
-            (o.rate - 400.0).abs() < 120.0,
+            (o.rate - RATE).abs() < 120.0,
             "rate near the ordered one: {o:?}"
         );
     }
@@ -155,6 +183,47 @@ async fn profiling_batch_beside_production_on_real_flink() {
     );
 
     let recalled_after_s = recalled.await.unwrap();
+
+    // The agent ran the copies' TaskManagers, on production's conf dir plus the copy's
+    // JobManager port as a property, and none runs any more.
+    let agent_tms = rig.taskmanagers().await;
+    for copy in &report.copies {
+        let mine: Vec<_> = agent_tms
+            .iter()
+            .filter(|s| s.spec.id.starts_with(&format!("{}-tm", copy.name)))
+            .collect();
+        assert!(
+            !mine.is_empty(),
+            "{} not run by the agent: {agent_tms:?}",
+            copy.name
+        );
+        for s in mine {
+            assert_eq!(s.spec.cluster, AGENT_CLUSTER);
+            let port = s
+                .spec
+                .properties
+                .iter()
+                .find(|(k, _)| k == "jobmanager.rpc.port")
+                .map(|(_, v)| v.parse::<u16>().unwrap())
+                .unwrap();
+            assert!(layout.rpc_ports.contains(port), "{s:?}");
+            assert!(
+                !matches!(
+                    s.state,
+                    TaskManagerState::Running | TaskManagerState::Starting
+                ),
+                "{s:?}"
+            );
+        }
+    }
+    // Copy state never went to production's checkpoint directory.
+    let mut expected = checkpoints_before;
+    expected.insert(job.to_string());
+    let after = job_dirs(&prod_checkpoints);
+    assert!(
+        after.is_subset(&expected),
+        "job directories in production's checkpoint dir beyond production's: {after:?}"
+    );
 
     // Nothing of either batch is left.
     for dir in [&work, &recalled_work] {
@@ -189,7 +258,15 @@ async fn profiling_batch_beside_production_on_real_flink() {
     let records = stop_and_check(&client, &job, &lab.repo, &out).await;
 
     println!("FIGURES");
-    println!("  batch wall time (CLI start → all copies torn down): {batch_s:.1} s");
+    println!("  batch wall time (plan → all copies torn down): {batch_s:.1} s");
+    for copy in &report.copies {
+        let (start, measure, teardown) = phases.durations(copy);
+        println!(
+            "  {} on the agent: start {start:.1} s (provision → warming up), measure {measure:.1} s, \
+             tear-down {teardown:.1} s",
+            copy.name
+        );
+    }
     for (name, o) in [("low", low), ("high", high)] {
         println!(
             "  {name} {}: busy {:.3}, p95 {:.0} ms, recovery {:.1} s, cpu {:.2} cores, rss {:.0} MiB",
@@ -204,6 +281,26 @@ async fn profiling_batch_beside_production_on_real_flink() {
     println!("  recalled copy: Ctrl-C → torn down, CLI exited after {recalled_after_s:.1} s");
     println!("  production exactly-once: {records} records, none lost or duplicated");
     drop(cluster);
+}
+
+/// The job-id directories under a checkpoint directory.
+fn job_dirs(dir: &Path) -> std::collections::BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn range(text: &str) -> PortRange {
+    let (a, b) = bounds(text);
+    PortRange {
+        first: a,
+        count: b - a + 1,
+    }
 }
 
 fn bounds(range: &str) -> (u16, u16) {

@@ -212,6 +212,7 @@ async fn profile(args: ProfileArgs) -> anyhow::Result<()> {
             cpu_cores: args.cap_cpu,
             memory_mb: f64::from(args.cap_memory),
         },
+        jobmanager_address: demeter_coordinator::profiler::plan::loopback(),
     };
     let request = BatchRequest {
         batch: args.batch.unwrap_or_else(|| now_ms() / 1000),

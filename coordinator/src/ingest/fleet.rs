@@ -128,6 +128,19 @@ impl Fleet {
             .collect()
     }
 
+    /// Every connected agent's newest sample (host figures and its TaskManager JVMs), by name.
+    pub fn latest_samples(&self) -> Vec<(String, Sample)> {
+        self.agents
+            .iter()
+            .filter(|(_, s)| s.connection.is_some())
+            .filter_map(|(name, s)| {
+                s.recent
+                    .back()
+                    .map(|(_, sample)| (name.clone(), sample.clone()))
+            })
+            .collect()
+    }
+
     pub fn connected_names(&self) -> Vec<String> {
         self.agents
             .iter()

@@ -183,6 +183,15 @@ impl IngestHandle {
             .unwrap_or_default()
     }
 
+    /// Every connected agent's newest sample, by agent name (placement of profiling copies).
+    pub fn latest_samples(&self) -> Vec<(String, demeter_common::metrics::Sample)> {
+        self.shared
+            .fleet
+            .lock()
+            .map(|f| f.latest_samples())
+            .unwrap_or_default()
+    }
+
     pub fn connected_agents(&self) -> Vec<String> {
         self.shared
             .fleet

@@ -135,6 +135,7 @@ pub async fn run_batch(
         busy_ports: host::busy_ports(ports),
         profiling_in_use: in_use,
         host_available: runtime.host.available(),
+        jobmanagers_elsewhere: runtime.host.jobmanagers_elsewhere(),
     };
     let admissions = plan_batch(
         request.batch,
@@ -186,18 +187,14 @@ pub async fn run_batch(
     })
 }
 
-/// Production always wins: when the host's free memory drops below the reserve while copies
-/// run, every copy of the batch is recalled.
+/// Production always wins: when free memory where copies run drops below the reserve, every
+/// copy of the batch is recalled.
 async fn watch_host_memory(runtime: Arc<Runtime>, recall: Recall) {
     loop {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        if runtime
-            .host
-            .available()
-            .is_some_and(|free| free.memory_mb <= 0.0)
-        {
-            tracing::warn!("host memory below the reserve: recalling the profiling copies");
-            recall.recall("production needs the memory (host free memory below the reserve)");
+        if let Some(reason) = runtime.host.pressed() {
+            tracing::warn!(reason, "recalling the profiling copies");
+            recall.recall(&reason);
             return;
         }
     }

@@ -65,8 +65,8 @@ env.java.opts.all: \"{java_opts}\"
 env.log.dir: {dir}/log
 env.pid.dir: {dir}/pid
 io.tmp.dirs: {dir}/tmp
-jobmanager.bind-host: 127.0.0.1
-jobmanager.rpc.address: 127.0.0.1
+jobmanager.bind-host: {bind}
+jobmanager.rpc.address: {address}
 jobmanager.rpc.port: {rpc}
 jobmanager.memory.process.size: {jm}m
 jobmanager.execution.failover-strategy: region
@@ -100,7 +100,19 @@ heartbeat.timeout: 10 s
         rpc = plan.rpc_port,
         rest = plan.rest_port,
         jm = plan.jm_memory_mb,
+        address = plan.jobmanager_address,
+        bind = bind_host(&plan.jobmanager_address),
     )
+}
+
+/// Loopback stays loopback-only; any other address is for agents on other nodes, so the
+/// JobManager listens on every interface. REST stays on loopback: only this host reads it.
+fn bind_host(address: &str) -> &'static str {
+    let local = address == "localhost"
+        || address
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if local { "127.0.0.1" } else { "0.0.0.0" }
 }
 
 #[cfg(test)]
@@ -155,6 +167,7 @@ jobmanager:
                 cpu_cores: 8.0,
                 memory_mb: 8192.0,
             },
+            jobmanager_address: crate::profiler::plan::loopback(),
         };
         let config = "p=2,slots=2,mem=1280m,cpu=1,ckpt=5s".parse().unwrap();
         let a = plan_batch(
@@ -175,6 +188,12 @@ jobmanager:
         assert!(yaml.contains("taskmanager.numberOfTaskSlots: 2\n"));
         assert!(yaml.contains("taskmanager.memory.process.size: 1280m\n"));
         assert!(yaml.contains("env.java.opts.all: \"--add-opens=x\"\n"));
+        assert!(yaml.contains("jobmanager.bind-host: 127.0.0.1\n"));
+        let mut remote = (**plan).clone();
+        remote.jobmanager_address = "10.0.0.5".into();
+        let yaml_remote = config_yaml(&remote, "");
+        assert!(yaml_remote.contains("jobmanager.rpc.address: 10.0.0.5\n"));
+        assert!(yaml_remote.contains("jobmanager.bind-host: 0.0.0.0\n"));
         for line in yaml
             .lines()
             .filter(|l| l.contains('/') && !l.starts_with('#'))

@@ -307,8 +307,10 @@ impl CopyShell {
             left.is_empty()
         })
         .await;
-        // Reap the TaskManager children the backend started (it does so on its next call).
-        let _ = self.taskmanagers.alive(&name).await;
+        // The backend must confirm none of the copy's TaskManagers lives (agents on other
+        // nodes are beyond the search by directory above); this also reaps local children.
+        let tms_gone = self.taskmanagers_gone(&name, Duration::from_secs(20)).await;
+        let gone = gone && tms_gone;
         let (rest, rpc) = (self.plan.rest_port, self.plan.rpc_port);
         let ports = host::wait_until(Duration::from_secs(20), || {
             host::port_free(rest) && host::port_free(rpc)
@@ -330,6 +332,25 @@ impl CopyShell {
                 "tear-down of {name} incomplete: processes gone {gone}, ports {rest}/{rpc} free \
                  {ports}, directory removed {removed}"
             ))),
+        }
+    }
+}
+
+impl CopyShell {
+    /// Whether the backend reports none of the copy's TaskManagers alive within `within`
+    /// (polled every 200 ms; an unanswered question counts as not gone).
+    async fn taskmanagers_gone(&self, name: &str, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            match self.taskmanagers.alive(name).await {
+                Ok(alive) if alive.is_empty() => return true,
+                Ok(alive) => tracing::debug!(copy = name, ?alive, "TaskManagers still alive"),
+                Err(e) => tracing::warn!(copy = name, error = %e, "asking for the TaskManagers"),
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }

@@ -23,8 +23,20 @@ pub trait CopyHost: Send + Sync + std::fmt::Debug {
     fn usage(&self, plan: &CopyPlan) -> Option<Resources>;
     /// What the host can still give profiling now (`None`: only the cap limits).
     fn available(&self) -> Option<Resources>;
+    /// Whether [`Self::available`] is where the TaskManagers run and the copies' JobManagers
+    /// (always on the coordinator's host) are not in it.
+    fn jobmanagers_elsewhere(&self) -> bool {
+        false
+    }
     /// The copy is gone: forget what was kept for it.
     fn release(&self, _plan: &CopyPlan) {}
+    /// Why production needs the resources back now (memory below the reserve where copies
+    /// run), if it does: every running copy is then recalled.
+    fn pressed(&self) -> Option<String> {
+        self.available()
+            .is_some_and(|free| free.memory_mb <= 0.0)
+            .then(|| "production needs the memory (host free memory below the reserve)".into())
+    }
 }
 
 /// Copies on this machine: `taskmanager.sh start-foreground` children per copy, CPU and RSS of

@@ -10,16 +10,20 @@
 //! - [`measure`] (pure): REST readings → one measurement, the moment to kill;
 //! - [`machine`] (sans-IO): one copy's lifecycle with deadlines; always ends torn down;
 //! - [`driver`]: the async shell of one copy (JobManager child process, TaskManagers through
-//!   the executor's backend trait, the REST client); [`host`] its processes and `/proc` usage;
+//!   the executor's backend trait, the REST client); [`host`] where copies run: this host
+//!   (TaskManagers as child processes, `/proc` usage) or, through [`agent_host`], the node
+//!   agents with the most room ([`placement`], pure), usage from their samples;
 //! - [`batch`]: plans a batch and runs its copies in parallel; [`batch::Recall`] is the flag
 //!   production raises to take the resources back.
 
+pub mod agent_host;
 pub mod batch;
 pub mod conf;
 pub mod driver;
 pub mod host;
 pub mod machine;
 pub mod measure;
+pub mod placement;
 pub mod plan;
 
 pub use machine::{CopyMachine, CopyOutcome, CopyReport, Effect, Event, Phase, Times};

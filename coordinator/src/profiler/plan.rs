@@ -46,6 +46,13 @@ impl Resources {
         }
     }
 
+    fn minus(self, o: Resources) -> Resources {
+        Resources {
+            cpu_cores: self.cpu_cores - o.cpu_cores,
+            memory_mb: self.memory_mb - o.memory_mb,
+        }
+    }
+
     fn fits_in(self, limit: Resources) -> bool {
         // A little slack for float sums of exact figures (0.1 + 0.2 …).
         self.cpu_cores <= limit.cpu_cores + 1e-9 && self.memory_mb <= limit.memory_mb + 1e-9
@@ -66,6 +73,16 @@ pub struct Layout {
     pub jm_cpu_cores: f64,
     /// Never more than this for all profiling copies together.
     pub cap: Resources,
+    /// The address TaskManagers reach the copies' JobManagers at (they run on this host);
+    /// anything but loopback makes the JobManagers listen on every interface, for agents on
+    /// other nodes.
+    #[serde(default = "loopback")]
+    pub jobmanager_address: String,
+}
+
+/// Copies' JobManagers listen on loopback only unless agents elsewhere must reach them.
+pub fn loopback() -> String {
+    "127.0.0.1".into()
 }
 
 /// One profiling copy, ready to start.
@@ -86,6 +103,8 @@ pub struct CopyPlan {
     pub flink_configuration: BTreeMap<String, String>,
     pub taskmanagers: Vec<TaskManagerSpec>,
     pub jm_memory_mb: u32,
+    /// Where the copy's TaskManagers reach its JobManager ([`Layout::jobmanager_address`]).
+    pub jobmanager_address: String,
     /// What the copy books against the cap.
     pub demand: Resources,
 }
@@ -133,6 +152,9 @@ pub struct Surroundings {
     /// Already booked by profiling copies still running (other batches).
     pub profiling_in_use: Resources,
     pub host_available: Option<Resources>,
+    /// `host_available` is where the TaskManagers run (the agents' nodes) and the copies'
+    /// JobManagers run elsewhere (this host): they count against the cap only.
+    pub jobmanagers_elsewhere: bool,
 }
 
 /// Substitutes the profiling template: `{rate}` (records/s, integral when it is), `{output}`
@@ -191,14 +213,14 @@ pub fn plan_batch(
     layout: &Layout,
     around: &Surroundings,
 ) -> Result<Vec<Admission>> {
-    let mut limit = Resources {
+    let cap = Resources {
         cpu_cores: layout.cap.cpu_cores - around.profiling_in_use.cpu_cores,
         memory_mb: layout.cap.memory_mb - around.profiling_in_use.memory_mb,
     };
-    if let Some(host) = around.host_available {
-        limit.cpu_cores = limit.cpu_cores.min(host.cpu_cores);
-        limit.memory_mb = limit.memory_mb.min(host.memory_mb);
-    }
+    let host = around.host_available.unwrap_or(Resources {
+        cpu_cores: f64::INFINITY,
+        memory_mb: f64::INFINITY,
+    });
     let free = |range: &PortRange, other: &PortRange| -> Vec<u16> {
         range
             .ports()
@@ -207,27 +229,44 @@ pub fn plan_batch(
     };
     let mut rest_ports = free(&layout.rest_ports, &layout.rpc_ports).into_iter();
     let mut rpc_ports = free(&layout.rpc_ports, &layout.rest_ports).into_iter();
-    let mut booked = Resources::default();
+    let (mut booked, mut booked_host) = (Resources::default(), Resources::default());
     let mut out = Vec::with_capacity(candidates.len());
     for (index, config) in candidates.iter().enumerate() {
         let name = copy_name(batch, index);
         let taskmanagers = taskmanager_specs(&name, &name, config);
-        let demand = Resources {
-            cpu_cores: config.total_cpu_cores() + layout.jm_cpu_cores,
-            memory_mb: config.total_memory_mb() + f64::from(layout.jm_memory_mb),
+        let taskmanagers_demand = Resources {
+            cpu_cores: config.total_cpu_cores(),
+            memory_mb: config.total_memory_mb(),
+        };
+        let demand = taskmanagers_demand.plus(Resources {
+            cpu_cores: layout.jm_cpu_cores,
+            memory_mb: f64::from(layout.jm_memory_mb),
+        });
+        let host_demand = if around.jobmanagers_elsewhere {
+            taskmanagers_demand
+        } else {
+            demand
         };
         let skip = |reason: String| Admission::Skipped {
             config: *config,
             reason,
         };
-        if !booked.plus(demand).fits_in(limit) {
+        let fits_cap = booked.plus(demand).fits_in(cap);
+        if !fits_cap || !booked_host.plus(host_demand).fits_in(host) {
+            let (left, what) = if fits_cap {
+                (
+                    host.minus(booked_host),
+                    "the free resources where copies run",
+                )
+            } else {
+                (cap.minus(booked), "the profiling cap")
+            };
             out.push(skip(format!(
-                "needs {:.2} cores / {:.0} MiB; {:.2} cores / {:.0} MiB left under the \
-                 profiling cap and the host's free resources",
+                "needs {:.2} cores / {:.0} MiB; {:.2} cores / {:.0} MiB left under {what}",
                 demand.cpu_cores,
                 demand.memory_mb,
-                (limit.cpu_cores - booked.cpu_cores).max(0.0),
-                (limit.memory_mb - booked.memory_mb).max(0.0)
+                left.cpu_cores.max(0.0),
+                left.memory_mb.max(0.0)
             )));
             continue;
         }
@@ -238,6 +277,7 @@ pub fn plan_batch(
         let dir = layout.root.join(&name);
         let program_args = substitute(template, rate, &dir)?;
         booked = booked.plus(demand);
+        booked_host = booked_host.plus(host_demand);
         out.push(Admission::Start(Box::new(CopyPlan {
             batch,
             index,
@@ -251,6 +291,7 @@ pub fn plan_batch(
             flink_configuration: flink_configuration(config),
             taskmanagers,
             jm_memory_mb: layout.jm_memory_mb,
+            jobmanager_address: layout.jobmanager_address.clone(),
             demand,
         })));
     }
@@ -259,4 +300,4 @@ pub fn plan_batch(
 
 #[cfg(test)]
 #[path = "plan_tests.rs"]
-mod tests;
+pub(crate) mod tests;

@@ -6,7 +6,7 @@ fn cfg(text: &str) -> JobConfig {
     text.parse().unwrap()
 }
 
-fn layout() -> Layout {
+pub(crate) fn layout() -> Layout {
     Layout {
         rest_ports: PortRange {
             first: 18500,
@@ -23,6 +23,24 @@ fn layout() -> Layout {
             cpu_cores: 4.0,
             memory_mb: 6144.0,
         },
+        jobmanager_address: crate::profiler::plan::loopback(),
+    }
+}
+
+/// The plan of a batch of one `config` that is admitted.
+pub(crate) fn one_plan(layout: &Layout, batch: u64, config: &str) -> CopyPlan {
+    let admissions = plan_batch(
+        batch,
+        &[cfg(config)],
+        100.0,
+        "--rate {rate}",
+        layout,
+        &Surroundings::default(),
+    )
+    .unwrap();
+    match admissions.into_iter().next() {
+        Some(Admission::Start(plan)) => *plan,
+        other => panic!("not admitted: {other:?}"),
     }
 }
 
@@ -149,6 +167,19 @@ fn copies_that_do_not_fit_under_the_cap_are_skipped_not_started() {
         panic!()
     };
     assert!(reason.contains("needs"), "{reason}");
+    // With the JobManagers elsewhere (agents run the TaskManagers), only the TaskManagers
+    // count against the nodes' free resources: the small one's 640 MiB fit in 1000.
+    let around = Surroundings {
+        jobmanagers_elsewhere: true,
+        ..around
+    };
+    let a = plan_batch(4, &[big, small], 100.0, "--rate {rate}", &layout(), &around).unwrap();
+    assert_eq!(started(&a).len(), 1, "{a:?}");
+    assert_eq!(started(&a)[0].config, small);
+    assert!(
+        started(&a)[0].demand.memory_mb > 1000.0,
+        "the cap still sees the JobManager"
+    );
 }
 
 #[test]

@@ -55,8 +55,9 @@ pub struct JobTuning {
     pub record_ticks: Option<PathBuf>,
 }
 
-/// Profiling copies of one job, run on the coordinator's host as small Flink clusters of their
-/// own (`[tuning.jobs.profiling]`).
+/// Profiling copies of one job, small Flink clusters of their own (`[tuning.jobs.profiling]`):
+/// the JobManager on the coordinator's host, the TaskManagers on the agents' nodes with the
+/// most room or on the coordinator's host ([`CopiesOn`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProfilingSettings {
@@ -76,9 +77,30 @@ pub struct ProfilingSettings {
     /// recalled when production reconfigures, and when free memory falls below the reserve).
     #[serde(default = "default_cap")]
     pub cap: Resources,
-    /// Memory (MiB) this host keeps free for production.
+    /// Memory (MiB) this host keeps free for production (copies on this host).
     #[serde(default = "default_host_reserve")]
     pub host_reserve_mb: u32,
+    /// Where the copies' TaskManagers run.
+    #[serde(default)]
+    pub copies_on: CopiesOn,
+    /// Kept free on every agent's node for production (idle cores and available memory, per
+    /// the agent's newest sample); copies go only where more is left.
+    #[serde(default = "default_node_reserve")]
+    pub node_reserve: Resources,
+    /// Whether a node's idle CPU (less the reserve) must hold a copy TaskManager's CPU limit;
+    /// `false`: memory only, CPU bounded by the cap and the TaskManagers' CPU limits (for
+    /// shared machines whose idle CPU says little, like a CI runner).
+    #[serde(default = "yes")]
+    pub node_cpu_check: bool,
+    /// The agents' cluster name whose `FLINK_HOME` and conf dir copy TaskManagers start from
+    /// (they join the copy's JobManager through dynamic properties); default: the executor's
+    /// `[executor] cluster`.
+    #[serde(default)]
+    pub agent_cluster: Option<String>,
+    /// The address agents' TaskManagers reach the copies' JobManagers (on this host) at;
+    /// anything but loopback makes the copies' JobManagers listen on every interface.
+    #[serde(default = "crate::profiler::plan::loopback")]
+    pub jobmanager_address: String,
     #[serde(default = "default_jm_memory")]
     pub jm_memory_mb: u32,
     /// Warm-up, measurement window and recovery cap of a copy, in seconds.
@@ -88,6 +110,20 @@ pub struct ProfilingSettings {
     pub measure_secs: u64,
     #[serde(default = "default_max_recovery")]
     pub max_recovery_secs: u64,
+}
+
+/// Where profiling copies' TaskManagers run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CopiesOn {
+    /// On the agents when any (of `[executor] agents`, or any connected) has a recent sample —
+    /// production's TaskManagers run there in the daemon — otherwise on this host, logged.
+    #[default]
+    Auto,
+    /// Only on the agents: a batch without one fails.
+    Agents,
+    /// Only on the coordinator's host, as child processes.
+    Local,
 }
 
 impl ProfilingSettings {
@@ -152,6 +188,15 @@ fn default_cap() -> Resources {
 fn default_host_reserve() -> u32 {
     2048
 }
+fn yes() -> bool {
+    true
+}
+fn default_node_reserve() -> Resources {
+    Resources {
+        cpu_cores: 1.0,
+        memory_mb: 2048.0,
+    }
+}
 fn default_jm_memory() -> u32 {
     768
 }
@@ -194,8 +239,20 @@ mod tests {
             job.demeter.risk_check_every_s,
             DemeterConfig::default().risk_check_every_s
         );
-        assert_eq!(job.profiling.as_ref().unwrap().rest_ports.first, 18600);
+        let profiling = job.profiling.as_ref().unwrap();
+        assert_eq!(profiling.rest_ports.first, 18600);
+        assert_eq!(profiling.copies_on, CopiesOn::Auto);
+        assert_eq!(profiling.jobmanager_address, "127.0.0.1");
+        assert_eq!(profiling.node_reserve, default_node_reserve());
         job.validate().unwrap();
+        let on_agents: ProfilingSettings = toml::from_str(
+            "args = \"--rate {rate}\"\nflink_home = \"/f\"\nwork_dir = \"/w\"\n\
+             copies_on = \"agents\"\nnode_reserve = { cpu_cores = 0.5, memory_mb = 1024.0 }\n",
+        )
+        .unwrap();
+        assert_eq!(on_agents.copies_on, CopiesOn::Agents);
+        assert_eq!(on_agents.node_reserve.memory_mb, 1024.0);
+        assert!(on_agents.node_cpu_check);
         let mut bad = job.clone();
         bad.policy = "oracle".into();
         assert!(bad.validate().unwrap_err().to_string().contains("oracle"));

@@ -14,7 +14,7 @@ use tracing::{error, info, warn};
 use super::board::Board;
 use super::core::{Command, Reading, SendPolicy, TunerCore};
 use super::log::DecisionEntry;
-use super::settings::{JobTuning, ProfilingSettings};
+use super::settings::{CopiesOn, JobTuning, ProfilingSettings};
 use crate::executor::driver::now_ms;
 use crate::executor::journal::JobRecord;
 use crate::executor::operation::Outcome;
@@ -26,8 +26,9 @@ use crate::models::surrogate::Qos;
 use crate::policy::baselines::{Fixed, Reactive, ReactiveSettings};
 use crate::policy::demeter::DemeterConfig;
 use crate::policy::{Action, ChangeKind};
+use crate::profiler::agent_host::AgentHost;
 use crate::profiler::batch::{BatchRequest, Recall, Runtime, Silent, run_batch};
-use crate::profiler::host::LocalHost;
+use crate::profiler::host::{CopyHost, LocalHost};
 use crate::profiler::{Layout, Resources};
 use crate::{Error, Result};
 
@@ -344,12 +345,18 @@ impl Tuner {
                 *recall = Some((batch, flag.clone()));
                 let record = self.service.journal().job(&job).ok().flatten();
                 let latency_metric = self.tuning.latency_metric.clone();
+                let host = copy_host(&settings, &self.service);
                 tokio::spawn(async move {
-                    let (results, text) =
-                        match profile(&settings, &latency_metric, record, &action, &flag).await {
-                            Ok((results, text)) => (results, text),
-                            Err(e) => (Vec::new(), format!("failed: {e}")),
-                        };
+                    let outcome = match host {
+                        Ok(host) => {
+                            profile(&settings, host, &latency_metric, record, &action, &flag).await
+                        }
+                        Err(e) => Err(e),
+                    };
+                    let (results, text) = match outcome {
+                        Ok((results, text)) => (results, text),
+                        Err(e) => (Vec::new(), format!("failed: {e}")),
+                    };
                     let _ = done
                         .send(Done::Profiled {
                             seq,
@@ -494,9 +501,49 @@ pub fn policy_named(
     })
 }
 
+/// Where this batch's copies run, per `copies_on` (see [`CopiesOn`]).
+fn copy_host(settings: &ProfilingSettings, service: &ExecutorService) -> Result<Arc<dyn CopyHost>> {
+    let executor = service.settings();
+    let agents = AgentHost::new(
+        service.ingest().clone(),
+        settings
+            .agent_cluster
+            .clone()
+            .unwrap_or_else(|| executor.cluster.clone()),
+        executor.agents.clone(),
+        settings.node_reserve,
+        settings.node_cpu_check,
+    );
+    let local = || -> Result<Arc<dyn CopyHost>> {
+        Ok(Arc::new(LocalHost::new(
+            settings.flink_home.clone(),
+            f64::from(settings.host_reserve_mb),
+        )?))
+    };
+    match settings.copies_on {
+        CopiesOn::Local => local(),
+        _ if agents.usable() => {
+            info!(cluster = %agents.cluster(), "profiling copies' TaskManagers run on the agents");
+            Ok(Arc::new(agents))
+        }
+        CopiesOn::Agents => Err(Error::Policy(
+            "profiling copies_on = \"agents\" but no agent is connected with a recent sample"
+                .into(),
+        )),
+        CopiesOn::Auto => {
+            warn!(
+                "no agent connected with a recent sample: profiling copies' TaskManagers run on \
+                 the coordinator's host"
+            );
+            local()
+        }
+    }
+}
+
 /// Runs one profiling batch for `action` with the job's registered jar.
 async fn profile(
     settings: &ProfilingSettings,
+    host: Arc<dyn CopyHost>,
     latency_metric: &str,
     record: Option<JobRecord>,
     action: &Action,
@@ -509,17 +556,13 @@ async fn profile(
         context: format!("creating {}", settings.work_dir.display()),
         source,
     })?;
-    let host = LocalHost::new(
-        settings.flink_home.clone(),
-        f64::from(settings.host_reserve_mb),
-    )?;
     let runtime = Arc::new(Runtime {
         flink_home: settings.flink_home.clone(),
         jar: record.jar.clone(),
         entry_class: record.entry_class.clone(),
         latency_metric: latency_metric.to_string(),
         times: settings.times(),
-        host: Arc::new(host),
+        host,
         client: ClientConfig::default(),
     });
     let layout = Layout {
@@ -529,6 +572,7 @@ async fn profile(
         jm_memory_mb: settings.jm_memory_mb,
         jm_cpu_cores: 0.25,
         cap: settings.cap,
+        jobmanager_address: settings.jobmanager_address.clone(),
     };
     let report = run_batch(
         runtime,

@@ -292,6 +292,10 @@ impl ExecutorService {
         &self.ingest
     }
 
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     fn register(&self, r: JobRegistration) -> JobReply {
         let jar = std::path::PathBuf::from(&r.jar);
         if !jar.is_file() {

@@ -44,18 +44,57 @@ impl AgentTaskManagers {
     }
 
     async fn order(&self, agent: &str, kind: OrderKind) -> Result<Vec<TaskManagerStatus>> {
-        let what = format!("{kind:?}");
-        let result = self
-            .ingest
-            .send_order(agent, kind, self.order_timeout)
-            .await?;
-        match result.outcome {
-            OrderOutcome::TaskManagers(list) => Ok(list),
-            OrderOutcome::Done => Ok(Vec::new()),
-            other => Err(Error::Executor(format!(
-                "agent {agent} answered {what} with {other:?}"
-            ))),
-        }
+        order(&self.ingest, agent, kind, self.order_timeout).await
+    }
+}
+
+/// Ids of the TaskManagers in `list` whose id starts with `prefix` and whose process is alive
+/// (running or starting).
+pub(crate) fn live_ids(list: Vec<TaskManagerStatus>, prefix: &str) -> Vec<String> {
+    list.into_iter()
+        .filter(|s| {
+            s.spec.id.starts_with(prefix)
+                && matches!(
+                    s.state,
+                    TaskManagerState::Running | TaskManagerState::Starting
+                )
+        })
+        .map(|s| s.spec.id)
+        .collect()
+}
+
+/// The job's live TaskManagers on `agents`.
+pub(crate) async fn alive_on(
+    ingest: &IngestHandle,
+    agents: impl IntoIterator<Item = String>,
+    job: &str,
+    timeout: Duration,
+) -> Result<Vec<String>> {
+    let mine = prefix(job);
+    let mut alive = Vec::new();
+    for agent in agents {
+        let list = order(ingest, &agent, OrderKind::ListTaskManagers, timeout).await?;
+        alive.extend(live_ids(list, &mine));
+    }
+    Ok(alive)
+}
+
+/// Sends one TaskManager order to `agent` and returns the TaskManagers it reports afterwards
+/// (empty for a plain `Done`); any other outcome is an error.
+pub(crate) async fn order(
+    ingest: &IngestHandle,
+    agent: &str,
+    kind: OrderKind,
+    timeout: Duration,
+) -> Result<Vec<TaskManagerStatus>> {
+    let what = format!("{kind:?}");
+    let result = ingest.send_order(agent, kind, timeout).await?;
+    match result.outcome {
+        OrderOutcome::TaskManagers(list) => Ok(list),
+        OrderOutcome::Done => Ok(Vec::new()),
+        other => Err(Error::Executor(format!(
+            "agent {agent} answered {what} with {other:?}"
+        ))),
     }
 }
 
@@ -93,23 +132,9 @@ impl TaskManagers for AgentTaskManagers {
     }
 
     fn alive<'a>(&'a self, job: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
-        Box::pin(async move {
-            let mine = prefix(job);
-            let mut alive = Vec::new();
-            for agent in self.placement()? {
-                for status in self.order(&agent, OrderKind::ListTaskManagers).await? {
-                    if status.spec.id.starts_with(&mine)
-                        && matches!(
-                            status.state,
-                            TaskManagerState::Running | TaskManagerState::Starting
-                        )
-                    {
-                        alive.push(status.spec.id);
-                    }
-                }
-            }
-            Ok(alive)
-        })
+        Box::pin(
+            async move { alive_on(&self.ingest, self.placement()?, job, self.order_timeout).await },
+        )
     }
 
     fn kill<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {

@@ -18,6 +18,7 @@ use std::pin::Pin;
 use demeter_common::protocol::TaskManagerSpec;
 
 pub use agents::AgentTaskManagers;
+pub(crate) use agents::{alive_on, live_ids, order};
 pub use local::{LocalPaths, LocalTaskManagers};
 
 use crate::Result;
