@@ -11,8 +11,9 @@ use crate::Result;
 use crate::models::space::JobConfig;
 use crate::policy::{Action, ChangeKind, Decision, ForecastSummary, Reason};
 
-/// Rates tried, geometrically from the plan down to the risk rate, for a risk move's target.
-const RISK_LEVELS: usize = 4;
+/// Rates tried, geometrically from the sustained rate down to the risk rate, for a risk move's
+/// target.
+const RISK_LEVELS: usize = 5;
 
 /// Which shapes may be restarted into: acceptable at the peak rate with their largest
 /// in-place configuration (for moves), or plausibly so (for profiling).
@@ -191,16 +192,18 @@ impl DemeterPolicy {
         };
         let carrying = self.carrying(current, rates.peak)?;
         let mut found = None;
-        // Sized for the plan if anything allowed carries it, else for the highest rate between
-        // the plan and the risk rate that something carries: following a climb one step per
-        // check would cost a change per step.
-        // Sizing first for the peak seen over the peak memory (one move per rise) was tried:
-        // fewer changes and less over the QoS, but up to +0.2 cost on other traces (a scaled
-        // CARS held peak capacity through every rise), so it is not the default.
+        // Sized for the sustained rate if anything allowed carries it, else for the highest
+        // rate between it and the risk rate that something carries: following a climb one step
+        // per check (the 1-h point forecast lags a rise) cost a change per step, each a minute
+        // over the QoS. Sizing for the peak seen alone was tried: fewer changes, but up to +0.2
+        // cost on other traces (a scaled CARS held peak capacity through every small rise); the
+        // calibrated upper quantile caps it where the season does not forecast the peak.
+        // Measured (benchmark twin, 6 traces/twins): changes 123 → 109, seconds over the QoS
+        // −12 %, cost +3 %.
         let mut levels: Vec<f64> = Vec::with_capacity(RISK_LEVELS);
         levels.extend((0..RISK_LEVELS).map(|k| {
             let f = k as f64 / (RISK_LEVELS - 1) as f64;
-            rates.plan.powf(1.0 - f) * rates.risk.powf(f)
+            rates.sustain.powf(1.0 - f) * rates.risk.powf(f)
         }));
         // In place if that carries at least the risk rate (a restart is a minute or two over
         // the QoS), then restarts into a shape that carries the peak, then any restart.
