@@ -231,6 +231,13 @@ impl Gp {
         &self,
         xs: &[X],
     ) -> Result<(DVector<f64>, DMatrix<f64>)> {
+        let kt = self.cross(xs)?;
+        let weights = kt.tr_mul(&self.alpha);
+        Ok((weights, self.chol.solve_lower(kt)))
+    }
+
+    /// `K(X, xs)` (`n × m`), after checking the inputs' dimension.
+    fn cross<X: AsRef<[f64]>>(&self, xs: &[X]) -> Result<DMatrix<f64>> {
         if let Some(bad) = xs.iter().find(|x| x.as_ref().len() != self.dim()) {
             return Err(Error::Model(format!(
                 "GP input has {} dimensions, model has {}",
@@ -238,11 +245,21 @@ impl Gp {
                 self.dim()
             )));
         }
-        let kt = self
+        Ok(self
             .kernel
-            .cross_scaled(&self.scaled, &self.kernel.scale_rows(xs));
-        let weights = kt.tr_mul(&self.alpha);
-        Ok((weights, self.chol.solve_lower(kt)))
+            .cross_scaled(&self.scaled, &self.kernel.scale_rows(xs)))
+    }
+
+    /// The posterior mean alone: no triangular solve (the `n² m` part of a prediction), so
+    /// candidates can be screened on it before the full prediction.
+    pub fn predict_mean_batch<X: AsRef<[f64]>>(&self, xs: &[X]) -> Result<Vec<f64>> {
+        let weights = self.cross(xs)?.tr_mul(&self.alpha);
+        let s = self.hyper.signal_variance.sqrt();
+        Ok(xs
+            .iter()
+            .zip(weights.iter())
+            .map(|(x, w)| self.mean_fn.mean(x.as_ref()) + self.hyper.mean_offset + s * w)
+            .collect())
     }
 
     pub(crate) fn marginals<X: AsRef<[f64]>>(

@@ -52,6 +52,16 @@ fn fitted_gp_interpolates_noise_free_data_and_generalises() {
         "held-out rmse {rmse}, {:?}",
         gp.hyperparameters()
     );
+    // The mean-only path (screening) is the full prediction's mean.
+    let means = gp.predict_mean_batch(&test).unwrap();
+    for (i, m) in means.iter().enumerate() {
+        assert!(
+            (m - p.mean[i]).abs() < 1e-12,
+            "at {i}: {m} vs {}",
+            p.mean[i]
+        );
+    }
+    assert!(gp.predict_mean_batch(&[vec![0.5]]).is_err());
 }
 
 #[test]

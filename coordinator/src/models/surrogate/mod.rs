@@ -227,6 +227,28 @@ impl Surrogate {
             .ok_or_else(|| crate::Error::Model("no prediction for one configuration".into()))
     }
 
+    /// Median capacity of every configuration in `configs` at `rate`, from the posterior mean
+    /// alone (no variance): cheap enough to screen candidates before [`Self::predict_many`].
+    pub fn capacity_medians(&self, configs: &[JobConfig], rate: f64) -> Result<Vec<f64>> {
+        match &self.gps[0] {
+            Some(gp) => {
+                let xs: Vec<Vec<f64>> = configs
+                    .iter()
+                    .map(|c| self.space.normalise(c, rate).to_vec())
+                    .collect();
+                Ok(gp
+                    .predict_mean_batch(&xs)?
+                    .into_iter()
+                    .map(f64::exp)
+                    .collect())
+            }
+            None => Ok(configs
+                .iter()
+                .map(|c| self.unfitted(0, c, rate).median())
+                .collect()),
+        }
+    }
+
     /// Predicts every configuration in `configs` at one rate (one batched solve per GP).
     pub fn predict_many(&self, configs: &[JobConfig], rate: f64) -> Result<Vec<ConfigPrediction>> {
         let xs: Vec<Vec<f64>> = configs

@@ -5,9 +5,10 @@
 //! - a **risk check** every `risk_check_every_s` (and at once when latency is observed over
 //!   the QoS or the backlog grows): if the current configuration is predicted to miss the QoS
 //!   at the upper quantile of the maximum over the next `risk_horizon_s` (5 min), or is
-//!   observed missing it, move now: in place first, sized for the plan down to the risk rate
-//!   (the highest that something allowed carries); restarts only into shapes that carry the
-//!   peak seen in place; never costlier than a
+//!   observed missing it, move now: in place first, sized for the sustained rate (the upper
+//!   quantile of the long horizon's maximum, capped by the peak seen, so one move lasts through
+//!   a rise) down to the risk rate (the highest that something allowed carries); restarts only
+//!   into shapes that carry the peak seen in place; never costlier than a
 //!   sufficient safe default (or the safe default when nothing is known);
 //! - an **optimisation** every `optimise_every_s`: refresh the surrogates, plan for the point
 //!   forecast of the maximum over `horizon_s` (1 h; never below the risk rate), profile if the

@@ -39,6 +39,11 @@ pub struct DecisionRates {
     /// What a new TaskManager shape must carry in place: the larger of `plan` and the highest
     /// rate seen over the peak memory.
     pub peak: f64,
+    /// What a risk move is sized for first, so that one move lasts through a rise: the upper
+    /// quantile of the maximum over the long horizon, capped by the highest rate seen over the
+    /// peak memory (a rise is not forecast beyond what the season has shown), never below
+    /// `plan`. Early on, before a peak is remembered, this is the plan.
+    pub sustain: f64,
     pub summary: ForecastSummary,
 }
 
@@ -125,16 +130,17 @@ impl Rates {
             .map_or_else(|| self.warmup(), |f| f.upper_max)
             .max(self.now);
         let short_point = short.map_or(self.now, |f| f.point_max);
-        let long_point = self
-            .long
-            .forecast(self.horizon_s)
-            .map_or_else(|| self.warmup(), |f| f.point_max);
+        let long = self.long.forecast(self.horizon_s);
+        let long_point = long.as_ref().map_or_else(|| self.warmup(), |f| f.point_max);
+        let long_upper = long.map_or(long_point, |f| f.upper_max);
         let plan = risk.max(long_point);
+        let sustain = long_upper.min(self.highest_seen()).max(plan);
         DecisionRates {
             risk,
             plan,
             expected: short_point.max(self.now),
             peak: plan.max(self.highest_seen()),
+            sustain,
             summary: ForecastSummary {
                 horizon_s: self.horizon_s,
                 point_max: long_point,
@@ -176,6 +182,7 @@ mod tests {
                 let d = rates.decide();
                 assert!(d.risk >= rates.now(), "{d:?}");
                 assert!(d.plan >= d.risk && d.peak >= d.plan, "{d:?}");
+                assert!(d.sustain >= d.plan && d.sustain <= d.peak, "{d:?}");
                 assert!(d.expected <= d.plan, "{d:?}");
                 assert!(
                     d.plan < 2.0 * 12_000.0,
@@ -183,5 +190,32 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_risk_move_is_sized_beyond_the_plan_only_up_to_the_peak_seen() {
+        let mut rates = Rates::new(&DemeterConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let mut above_plan = 0;
+        for t in 0..6 * 7_200u64 {
+            // Noise-free two-hour swells between 10k and 20k.
+            let phase = (t % 7_200) as f64 / 7_200.0;
+            let rate = 15_000.0 - 5_000.0 * (phase * std::f64::consts::TAU).cos();
+            rates.observe(t, rate);
+            if t > 7_200 && t % 300 == 0 {
+                let d = rates.decide();
+                assert!(d.sustain >= d.plan, "{d:?}");
+                assert!(
+                    d.sustain <= rates.highest_seen().max(d.plan) + 1e-9,
+                    "{d:?}"
+                );
+                if d.sustain > d.plan * 1.01 {
+                    above_plan += 1;
+                }
+            }
+        }
+        assert!(
+            above_plan > 0,
+            "the long horizon's upper quantile never lifted a risk move above the plan"
+        );
     }
 }
