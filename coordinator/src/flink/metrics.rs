@@ -164,6 +164,17 @@ impl JvmMetrics {
     }
 }
 
+fn subtask_metrics_path<'a>(job: &'a JobId, vertex: &'a VertexId) -> [&'a str; 6] {
+    [
+        "jobs",
+        job.as_str(),
+        "vertices",
+        vertex.as_str(),
+        "subtasks",
+        "metrics",
+    ]
+}
+
 fn names_query(names: &[&str]) -> String {
     names.join(",")
 }
@@ -226,18 +237,30 @@ impl FlinkClient {
             .join(",");
         self.get_json(Target {
             op: "vertex_subtask_metrics",
-            segments: &[
-                "jobs",
-                job.as_str(),
-                "vertices",
-                vertex.as_str(),
-                "subtasks",
-                "metrics",
-            ],
+            segments: &subtask_metrics_path(job, vertex),
             query: &[("get", &get), ("agg", &agg)],
             job: Some(job),
         })
         .await
+    }
+
+    /// `GET /jobs/<id>/vertices/<vid>/subtasks/metrics`: the ids of the metrics a vertex's
+    /// subtasks report. Worth knowing before asking: Flink answers a `get=` list naming one
+    /// unknown metric with nothing at all, not with the others.
+    pub async fn vertex_subtask_metric_ids(
+        &self,
+        job: &JobId,
+        vertex: &VertexId,
+    ) -> Result<Vec<String>> {
+        let listed: AggregatedMetrics = self
+            .get_json(Target {
+                op: "vertex_subtask_metric_ids",
+                segments: &subtask_metrics_path(job, vertex),
+                query: &[],
+                job: Some(job),
+            })
+            .await?;
+        Ok(listed.0.into_iter().map(|m| m.id).collect())
     }
 
     /// `GET /taskmanagers/<id>/metrics?get=…`.

@@ -1,7 +1,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::core::{Command, Reading, TunerCore};
+use super::core::{Command, RECALL_AFTER_OVER_QOS_S, Reading, TunerCore};
 use crate::flink::{JobId, JobMetricsSnapshot, JobState};
 use crate::models::observations::Observation;
 use crate::models::space::JobConfig;
@@ -240,15 +240,17 @@ fn production_over_the_qos_while_profiling_recalls_the_batch_once() {
     assert_eq!(commands(&mut core).len(), 1, "the batch");
     let mut slow = reading(true, 400.0, None);
     slow.latency_p95_ms = Some(150.0);
-    for s in 1..=4 {
+    let needed = RECALL_AFTER_OVER_QOS_S as u64;
+    for s in 1..needed {
         core.handle_reading(s * 1_000, &slow);
     }
-    core.handle_reading(5_000, &reading(true, 400.0, None));
+    core.handle_reading(needed * 1_000, &reading(true, 400.0, None));
     assert!(
         commands(&mut core).is_empty(),
-        "four slow seconds, then a good one"
+        "one slow second short of the limit, then a good one"
     );
-    for s in 6..=10 {
+    let again = needed + 1;
+    for s in again..again + needed {
         core.handle_reading(s * 1_000, &slow);
     }
     let cmds = commands(&mut core);
@@ -256,7 +258,7 @@ fn production_over_the_qos_while_profiling_recalls_the_batch_once() {
         matches!(cmds.as_slice(), [Command::Recall { batch: 3, .. }]),
         "{cmds:?}"
     );
-    for s in 11..=20 {
+    for s in again + needed..again + 2 * needed {
         core.handle_reading(s * 1_000, &slow);
     }
     assert!(commands(&mut core).is_empty(), "recalled once");

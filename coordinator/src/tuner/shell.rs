@@ -4,6 +4,7 @@
 //! back on failure), profiling batches through the profiler — writing every decision to the
 //! decision log. All deciding happens in the core and the policy.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,6 +68,9 @@ pub struct Tuner {
     tuning: JobTuning,
     service: Arc<ExecutorService>,
     board: Arc<Board>,
+    /// Per (job, source vertex): the metric ids to read there, found once the source reports
+    /// them (see [`Tuner::source_metric_ids`]).
+    source_metrics: std::sync::Mutex<HashMap<(String, String), Vec<String>>>,
 }
 
 impl Tuner {
@@ -76,7 +80,43 @@ impl Tuner {
             tuning,
             service,
             board,
+            source_metrics: std::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The source vertex's backlog gauges (`pendingRecords` under whatever operator name the
+    /// source reports it) and the offered-rate gauge, as far as the vertex has them: Flink
+    /// answers a request naming one unknown metric with nothing at all. Remembered once found.
+    async fn source_metric_ids(
+        &self,
+        client: &FlinkClient,
+        job: &JobId,
+        vertex: &crate::flink::VertexId,
+    ) -> Vec<String> {
+        let key = (job.as_str().to_string(), vertex.as_str().to_string());
+        if let Some(ids) = self
+            .source_metrics
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&key).cloned())
+        {
+            return ids;
+        }
+        let Ok(listed) = client.vertex_subtask_metric_ids(job, vertex).await else {
+            return Vec::new();
+        };
+        let offered = self.tuning.offered_rate_metric.as_deref();
+        let ids: Vec<String> = listed
+            .into_iter()
+            .filter(|id| is_backlog_metric(id) || Some(id.as_str()) == offered)
+            .collect();
+        // Right after a start the gauges may not be registered yet: look again next time.
+        if ids.iter().any(|id| is_backlog_metric(id))
+            && let Ok(mut map) = self.source_metrics.lock()
+        {
+            map.insert(key, ids.clone());
+        }
+        ids
     }
 
     /// Runs until the daemon stops: waits for the job to be registered and deployed, then
@@ -407,18 +447,26 @@ impl Tuner {
             .collect();
         for v in &details.vertices {
             let is_source = sources.contains(&v.id);
+            let source_ids = if is_source {
+                self.source_metric_ids(client, job, &v.id).await
+            } else {
+                Vec::new()
+            };
             let names: Vec<&str> = if is_source {
-                let mut names = vec!["pendingRecords"];
-                names.extend(self.tuning.offered_rate_metric.as_deref());
-                names
+                source_ids.iter().map(String::as_str).collect()
             } else {
                 vec![self.tuning.latency_metric.as_str()]
             };
+            if names.is_empty() {
+                continue;
+            }
             let Ok(m) = vertex_max_sum(client, job, &v.id, &names).await else {
                 continue;
             };
             if is_source {
-                reading.backlog = add(reading.backlog, m.get("pendingRecords").and_then(|a| a.sum));
+                for id in source_ids.iter().filter(|id| is_backlog_metric(id)) {
+                    reading.backlog = add(reading.backlog, m.get(id).and_then(|a| a.sum));
+                }
                 if let Some(name) = &self.tuning.offered_rate_metric {
                     // Every reader reports the total it is asked for: the max is the total.
                     reading.offered_rate =
@@ -443,6 +491,11 @@ async fn vertex_max_sum(
     client
         .vertex_subtask_metrics(job, vertex, names, &[Aggregation::Max, Aggregation::Sum])
         .await
+}
+
+/// Flink's standard source backlog metric, alone or under the source operator's name.
+fn is_backlog_metric(id: &str) -> bool {
+    id == "pendingRecords" || id.ends_with(".pendingRecords")
 }
 
 fn add(a: Option<f64>, b: Option<f64>) -> Option<f64> {

@@ -104,16 +104,25 @@ impl Watch {
                 not_draining = tick.backlog >= probe_backlog;
                 self.probe = Some((now_s, tick.backlog));
             }
-            if caught_up || not_draining || now_s - since > self.max_settle_s {
-                self.probe = None;
-                self.settling_since = None;
+            // A job's p95 is taken over a window of seconds, so it stays over the QoS for that
+            // long after the backlog drained: the catch-up ends when both are back, or it would
+            // read as a risk the stop itself caused (and the next move cause the next one).
+            let latency_back = tick.latency_p95_ms.is_none_or(|l| l <= self.latency_qos_ms);
+            let done = now_s - since > self.max_settle_s
+                || (caught_up && latency_back)
+                || (!caught_up && not_draining);
+            if caught_up || done {
+                // A failure's recovery is the time until the backlog is drained.
                 if let Some(f) = self.failure.take() {
                     let rate = f.rate_sum / f.ticks.max(1.0);
                     facts.recovery = Some((f.config, rate, now_s - f.start_s));
                 }
-            } else {
+            }
+            if !done {
                 return facts;
             }
+            self.probe = None;
+            self.settling_since = None;
         }
         facts.steady = true;
         self.recent.push_back(Recent {
