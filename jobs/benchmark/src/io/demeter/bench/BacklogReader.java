@@ -23,7 +23,8 @@ import org.apache.flink.core.io.InputStatus;
  * A split's origin (where its range started) is recomputed from its id and end with Flink's own
  * splitting; its checkpointed position then says how many of its records were emitted. A split
  * restored ahead of the schedule (a resubmit with a new {@code --t0}) keeps its position and
- * counts from there.
+ * counts from there, and a split that never emitted starts its queue when it first runs (the
+ * job's deployment is not a backlog).
  *
  * <p>With a rate file the schedule is not known in advance: the due count is integrated while
  * the reader runs, records are stamped with the emit time, and an outage's backlog is lost.
@@ -121,9 +122,12 @@ final class BacklogReader implements SourceReader<Event, NumberSequenceSplit> {
         refreshDue(now);
         for (NumberSequenceSplit split : added) {
             SplitState s = new SplitState(split, originOf(split));
-            double behind = s.share * dueNow(now) - (split.from() - s.origin);
-            // Ahead of the schedule (a resubmit with a new t0): due counts start from here.
-            s.offset = Math.min(0.0, behind);
+            double due = s.share * dueNow(now);
+            double behind = due - (split.from() - s.origin);
+            // A split that never emitted starts its queue now (a consumer starting at the
+            // latest offset): the job's deployment is not a backlog. One restored ahead of the
+            // schedule (a resubmit with a new t0) counts from where it is.
+            s.offset = split.from() == s.origin ? due : Math.min(0.0, behind);
             s.nextDueMs = nextDueMs(s, now);
             splits.add(s);
         }
@@ -238,7 +242,10 @@ final class BacklogReader implements SourceReader<Event, NumberSequenceSplit> {
         final long to;
         final double share;
         volatile long position;
-        /** Due records not counted for this split: negative when it was restored ahead. */
+        /**
+         * Due records not counted for this split: those due before it first ran, or negative
+         * when it was restored ahead of the schedule.
+         */
         double offset;
         long nextDueMs;
 
