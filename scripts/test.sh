@@ -59,8 +59,9 @@ trap on_exit EXIT
 scripts/flink-lab.sh start ci --rest-port 18091 --rpc-port 16191 --taskmanagers 1 --slots 2
 eval "$(scripts/flink-lab.sh env ci)"
 export DEMETER_FLINK_REST=$FLINK_REST_URL
-# scripts/test-lanes.py runs the test binaries: the executor test beside the daemon and profiling
-# tests (and the fast binaries), then the tuning test on its own. Ports, so lanes never collide:
+# scripts/test-lanes.py runs the test binaries: the fast ones beside the executor test, then the
+# other real-Flink tests one at a time (beside each other they starve the jobs they measure).
+# Ports, so lanes never collide:
 # the executor test (tests/tests/executor_flink.rs) starts its own JobManager from this lab on
 # REST 18291 / RPC 16291 and runs its TaskManagers itself; the daemon test
 # (tests/tests/daemon_flink.rs) starts one on REST 18391 / RPC 16391 whose TaskManagers a real
