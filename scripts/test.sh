@@ -77,7 +77,7 @@ export DEMETER_LAB="$PWD/.lab"
 step "cargo test: build the test binaries"
 cargo test --workspace --no-run --message-format=json >.lab/test-binaries.json 2>.lab/test-build.log \
   || { tail -50 .lab/test-build.log >&2; exit 1; }
-step "cargo test (workspace) in lanes: real-Flink tests beside each other, logs in .lab/tests/"
+step "cargo test (workspace) in lanes: the fast binaries beside the executor test, then the other real-Flink tests in turn; logs in .lab/tests/"
 python3 scripts/test-lanes.py .lab/test-binaries.json .lab/tests
 step "doc tests"
 cargo test --workspace --doc >.lab/doc-tests.log 2>&1 || { tail -50 .lab/doc-tests.log >&2; exit 1; }
