@@ -67,6 +67,8 @@ pub struct RecoveryWatch {
     parallelism: Vec<u32>,
     restarts_before: f64,
     polls: u32,
+    /// The job showed the kill: not fully running, at another parallelism, or restarted.
+    noticed: bool,
     running: Option<u64>,
     flowing: Option<u64>,
     last_records: Option<f64>,
@@ -87,6 +89,7 @@ impl RecoveryWatch {
             parallelism,
             restarts_before,
             polls: polls.max(1),
+            noticed: false,
             running: None,
             flowing: None,
             last_records: None,
@@ -116,10 +119,13 @@ impl RecoveryWatch {
     pub fn observe(&mut self, p: &RecoveryPoint) -> Option<Recovery> {
         let at = self.elapsed_ms(p.at_ms);
         if self.running.is_none() {
-            if p.fully_running
-                && p.parallelism == self.parallelism
-                && p.restarts > self.restarts_before
-            {
+            // The adaptive scheduler may run the job smaller until the replacement registers,
+            // then rescale it back with a new execution graph whose restart count starts at 0:
+            // any sign of the failover counts, not only a higher restart count.
+            self.noticed |= !p.fully_running
+                || p.parallelism != self.parallelism
+                || p.restarts > self.restarts_before;
+            if self.noticed && p.fully_running && p.parallelism == self.parallelism {
                 self.running = Some(at);
                 self.last_records = Some(p.source_records);
             }
@@ -150,7 +156,7 @@ impl RecoveryWatch {
             running_ms: self.running.unwrap_or(at),
             flowing_ms: self.flowing.unwrap_or(at),
             drained_ms: at,
-            restarts: p.restarts - self.restarts_before,
+            restarts: (p.restarts - self.restarts_before).max(0.0),
         })
     }
 }
@@ -374,6 +380,24 @@ mod tests {
         );
         assert_eq!(r.restarts, 1.0);
         assert_eq!(r.killed, "tm0");
+    }
+
+    #[test]
+    fn a_rescale_back_after_the_failover_counts_though_its_restart_count_starts_over() {
+        // Seen in CI: the adaptive scheduler ran the job at p=1 until the replacement
+        // registered, then rescaled it back with a new execution graph (numRestarts 0).
+        let mut w = RecoveryWatch::new("tm1", 0, vec![1, 2], 0.0, 1);
+        let mut smaller = point(1_000, true, 3.0, 10.0, false);
+        smaller.parallelism = vec![1, 1];
+        assert_eq!(w.observe(&smaller), None);
+        assert_eq!(w.observe(&point(40_000, true, 0.0, 0.0, false)), None);
+        assert_eq!(w.observe(&point(41_000, true, 0.0, 50.0, false)), None);
+        let r = w.observe(&point(42_000, true, 0.0, 90.0, true)).unwrap();
+        assert_eq!(
+            (r.running_ms, r.flowing_ms, r.drained_ms),
+            (40_000, 41_000, 42_000)
+        );
+        assert_eq!(r.restarts, 0.0);
     }
 
     #[test]
