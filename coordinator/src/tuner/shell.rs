@@ -114,6 +114,8 @@ impl Tuner {
         if ids.iter().any(|id| is_backlog_metric(id))
             && let Ok(mut map) = self.source_metrics.lock()
         {
+            // Earlier deployments' job ids are gone for good.
+            map.retain(|(other, _), _| other == job.as_str());
             map.insert(key, ids.clone());
         }
         ids
