@@ -5,7 +5,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::{Pki, binary};
+use std::sync::Arc;
+
+use demeter_coordinator::ingest::{Ingest, IngestConfig};
+use demeter_coordinator::store::Store;
+
+use crate::{Pki, binary, loopback};
 
 #[derive(Debug)]
 pub struct Daemon {
@@ -169,6 +174,19 @@ pub fn start_agent(dir: &Path, pki: &Pki, name: &str, port: u16, interval_ms: u6
 }
 
 /// [`start_agent`] with more TOML appended to its config (e.g. a `[supervisor]` table).
+/// An in-process ingest server on a free loopback port, with the coordinator's identity of
+/// `pki` and a store in `dir`, for tests that drive agents through `IngestHandle` directly.
+/// Needs a tokio runtime.
+pub fn start_ingest(dir: &Path, pki: &Pki) -> Ingest {
+    let store = Arc::new(Store::open(&dir.join("store.redb")).unwrap());
+    let server = demeter_common::tls::server_config(&pki.identity("coordinator")).unwrap();
+    Ingest::start(
+        quinn::Endpoint::server(server, loopback(0)).unwrap(),
+        store,
+        IngestConfig::default(),
+    )
+}
+
 pub fn start_agent_with(
     dir: &Path,
     pki: &Pki,

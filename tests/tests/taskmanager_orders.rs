@@ -7,17 +7,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::PermissionsExt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use demeter_common::protocol::{
     Order, OrderKind, OrderOutcome, Role, TaskManagerSpec, TaskManagerState, TaskManagerStatus,
 };
-use demeter_common::tls;
-use demeter_coordinator::ingest::{Ingest, IngestConfig, IngestHandle};
-use demeter_coordinator::store::Store;
-use demeter_tests::process::start_agent_with;
-use demeter_tests::{Pki, Scratch, loopback};
+use demeter_coordinator::ingest::IngestHandle;
+use demeter_tests::process::{start_agent_with, start_ingest};
+use demeter_tests::{Pki, Scratch};
 
 const AGENT: &str = "tm-node";
 
@@ -63,13 +60,7 @@ async fn taskmanager_orders_over_quic() {
     .unwrap();
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
 
-    let store = Arc::new(Store::open(&scratch.path.join("store.redb")).unwrap());
-    let server = tls::server_config(&pki.identity("coordinator")).unwrap();
-    let ingest = Ingest::start(
-        quinn::Endpoint::server(server, loopback(0)).unwrap(),
-        store,
-        IngestConfig::default(),
-    );
+    let ingest = start_ingest(&scratch.path, &pki);
     let port = ingest.local_addr().unwrap().port();
     let supervisor = format!(
         "[supervisor]\nbackend = \"child\"\nstop_grace_ms = 2000\n[supervisor.clusters.fake]\nflink_home = \"{0}\"\nconf_dir = \"{0}\"\nlog_dir = \"{0}\"\n",

@@ -4,17 +4,15 @@
 //! through the dynamic properties `AgentHost` adds. Also the phase log of a batch's copies.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use demeter_common::protocol::{OrderKind, OrderOutcome, Role, TaskManagerStatus};
-use demeter_common::tls;
-use demeter_coordinator::ingest::{Ingest, IngestConfig, IngestHandle};
+use demeter_coordinator::ingest::{Ingest, IngestHandle};
 use demeter_coordinator::profiler::batch::Progress;
 use demeter_coordinator::profiler::{CopyReport, Phase};
-use demeter_coordinator::store::Store;
-use demeter_tests::process::{Daemon, start_agent_with};
-use demeter_tests::{Pki, Scratch, loopback};
+use demeter_tests::process::{Daemon, start_agent_with, start_ingest};
+use demeter_tests::{Pki, Scratch};
 
 pub const AGENT: &str = "prof-node";
 
@@ -31,13 +29,7 @@ impl AgentRig {
         let scratch = Scratch::new("profiling-agent");
         let pki = Pki::new(&scratch.path.join("pki"));
         pki.issue(AGENT, Role::Agent);
-        let store = Arc::new(Store::open(&scratch.path.join("store.redb")).unwrap());
-        let server = tls::server_config(&pki.identity("coordinator")).unwrap();
-        let ingest = Ingest::start(
-            quinn::Endpoint::server(server, loopback(0)).unwrap(),
-            store,
-            IngestConfig::default(),
-        );
+        let ingest = start_ingest(&scratch.path, &pki);
         let port = ingest.local_addr().unwrap().port();
         let supervisor = format!(
             "[supervisor]\nbackend = \"child\"\nstop_grace_ms = 5000\n\
