@@ -14,10 +14,14 @@ test has its own ports (see scripts/test.sh), so lanes cannot collide.
 
 ARTIFACTS.json is `cargo test --workspace --no-run --message-format=json`'s output. Each binary
 runs from its package's directory (as cargo runs it) with `--nocapture`; its output goes to
-LOG_DIR/<name>.log. Exit status 1 if any binary failed, with the failures' panics printed.
+LOG_DIR/<name>.log; when it ends, its libtest report (`running N tests`, one line per test,
+`test result: ...`) is printed the way `cargo test` prints it, so CI and people reading the
+output see every test that ran. Exit status 1 if any binary failed, with the failures' panics
+printed.
 """
 
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -28,24 +32,28 @@ from pathlib import Path
 # run in order, beside the phase's other lanes. The fast binaries run beside the first phase.
 FLINK_PHASES = [[["executor_flink"]], [["daemon_flink"]], [["profiling_flink"]], [["tuning_flink"]]]
 
+# libtest's own report lines. With --nocapture a test's output can land between
+# "test NAME ... " and its verdict, so a verdict may come lines later.
+SUMMARY_LINE = re.compile(r"^(running \d+ tests?$|test result: )")
+TEST_STARTED = re.compile(r"^test (\S+) \.\.\. ?(.*)$")
+VERDICT = re.compile(r"\b(ok|FAILED|ignored)$")
+PRINT_LOCK = threading.Lock()
 
-def test_binaries(artifacts: Path):
-    """(name, package dir, executable) of every test harness binary, in build order."""
-    seen = set()
-    for line in artifacts.read_text().splitlines():
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
-            continue
-        if not message["profile"]["test"]:
-            continue
-        exe = message["executable"]
-        if exe in seen:
-            continue
-        seen.add(exe)
-        yield message["target"]["name"], str(Path(message["manifest_path"]).parent), exe
+
+def libtest_report(text):
+    """The lines `cargo test` would have shown for one binary, from its --nocapture log."""
+    lines, pending = [], None
+    for line in text.splitlines():
+        started = TEST_STARTED.match(line)
+        verdict = VERDICT.search((started.group(2) if started else line).strip())
+        if started:
+            pending = started.group(1)
+        if pending and verdict:
+            lines.append(f"test {pending} ... {verdict.group(1)}")
+            pending = None
+        elif SUMMARY_LINE.match(line):
+            lines.append(line)
+    return lines
 
 
 class Lane(threading.Thread):
@@ -65,11 +73,12 @@ class Lane(threading.Thread):
                 status = subprocess.call([exe, "--nocapture"], cwd=cwd, stdout=out,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             seconds = time.monotonic() - begin
-            summary = [l for l in log.read_text(errors="replace").splitlines()
-                       if l.startswith("test result")]
-            print(f"[{time.monotonic() - self.started:6.0f}s] {self.name}: {name} "
-                  f"{'ok' if status == 0 else 'FAILED'} in {seconds:.0f}s "
-                  f"{summary[-1] if summary else ''}", flush=True)
+            report = libtest_report(log.read_text(errors="replace"))
+            with PRINT_LOCK:
+                print(f"[{time.monotonic() - self.started:6.0f}s] {self.name}: {name} "
+                      f"{'ok' if status == 0 else 'FAILED'} in {seconds:.0f}s", flush=True)
+                print(f"     Running {name} ({exe})")
+                print("\n".join(report) + "\n", flush=True)
             self.results.append((name, status, seconds, log))
 
 

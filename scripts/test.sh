@@ -81,7 +81,7 @@ step "cargo test (workspace) in lanes: the fast binaries beside the executor tes
 python3 scripts/test-lanes.py .lab/test-binaries.json .lab/tests
 step "doc tests"
 cargo test --workspace --doc >.lab/doc-tests.log 2>&1 || { tail -50 .lab/doc-tests.log >&2; exit 1; }
-grep '^test result' .lab/doc-tests.log || true
+grep -E '^(   Doc-tests|running [0-9]+ tests?$|test |test result)' .lab/doc-tests.log || true
 stop_ci_cluster
 
 if [ -n "$ops_pid" ]; then
