@@ -56,6 +56,25 @@ def libtest_report(text):
     return lines
 
 
+def test_binaries(artifacts: Path):
+    """(name, package dir, executable) of every test harness binary, in build order."""
+    seen = set()
+    for line in artifacts.read_text().splitlines():
+        try:
+            message = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if message.get("reason") != "compiler-artifact" or not message.get("executable"):
+            continue
+        if not message["profile"]["test"]:
+            continue
+        exe = message["executable"]
+        if exe in seen:
+            continue
+        seen.add(exe)
+        yield message["target"]["name"], str(Path(message["manifest_path"]).parent), exe
+
+
 class Lane(threading.Thread):
     def __init__(self, name, binaries, log_dir, started):
         super().__init__(name=name)
