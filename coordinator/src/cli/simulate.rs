@@ -13,6 +13,7 @@ use demeter_coordinator::models::observations::Observation;
 use demeter_coordinator::models::space::{JobConfig, SearchSpace};
 use demeter_coordinator::models::surrogate::Qos;
 use demeter_coordinator::policy::baselines::OracleSettings;
+use demeter_coordinator::policy::demeter::DemeterConfig;
 use demeter_coordinator::policy::registry::{self, POLICY_NAMES, PolicyContext};
 use demeter_coordinator::policy::{Action, ForecastSummary, JobTick, Policy, ReconfigureOutcome};
 use demeter_coordinator::trace::parse_rate_trace;
@@ -43,6 +44,10 @@ pub struct SimulateArgs {
     /// Recovery-time QoS in seconds (failure → caught up).
     #[arg(long, default_value_t = 180.0)]
     qos_recovery_s: f64,
+    /// The Demeter policy's knobs: a TOML file with the body of a `[tuning.jobs.demeter]` table
+    /// (only what differs from the defaults).
+    #[arg(long)]
+    policy_config: Option<PathBuf>,
     /// Search space TOML (default: the Demeter paper's grid).
     #[arg(long)]
     space: Option<PathBuf>,
@@ -161,7 +166,13 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
         bail!("--oracle-epoch must be at least 1 s and --oracle-max-disruption a percentage");
     }
     let failures_every_s = args.failures_every.map(|d| d.as_secs()).filter(|s| *s > 0);
+    let demeter: DemeterConfig = match &args.policy_config {
+        Some(path) => toml::from_str(&read(path)?)
+            .with_context(|| format!("{} is not a Demeter policy config", path.display()))?,
+        None => DemeterConfig::default(),
+    };
     let ctx = PolicyContext {
+        demeter: &demeter,
         space: &space,
         qos,
         seed: args.seed,

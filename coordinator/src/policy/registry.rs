@@ -6,6 +6,7 @@ use crate::models::surrogate::Qos;
 use crate::policy::Policy;
 use crate::policy::baselines::oracle::Foresight;
 use crate::policy::baselines::{Fixed, Oracle, OracleSettings, Reactive, ReactiveSettings};
+use crate::policy::demeter::DemeterConfig;
 use crate::twin::truth::GroundTruth;
 use crate::{Error, Result};
 
@@ -25,6 +26,8 @@ pub struct PolicyContext<'a> {
     pub rates: &'a [f64],
     pub failures_every_s: Option<u64>,
     pub oracle: OracleSettings,
+    /// The Demeter policy's knobs.
+    pub demeter: &'a DemeterConfig,
 }
 
 /// Builds the policy called `name`.
@@ -35,7 +38,7 @@ pub fn build(name: &str, ctx: &PolicyContext<'_>) -> Result<Box<dyn Policy>> {
             ctx.space.clone(),
             ReactiveSettings::default(),
         ))),
-        "demeter" => demeter_policy(ctx.space, ctx.qos, ctx.seed),
+        "demeter" => demeter_policy(ctx.space, ctx.qos, ctx.demeter.clone(), ctx.seed),
         "oracle" => Ok(Box::new(Oracle::new(
             Foresight {
                 truth: ctx.truth.clone(),
@@ -54,14 +57,14 @@ pub fn build(name: &str, ctx: &PolicyContext<'_>) -> Result<Box<dyn Policy>> {
     }
 }
 
-/// Demeter's own policy. It sees only what the daemon will have — the search space, the QoS and
-/// a seed — never the twin's truth or future rates.
-pub fn demeter_policy(space: &SearchSpace, qos: Qos, seed: u64) -> Result<Box<dyn Policy>> {
-    let policy = crate::policy::demeter::demeter_policy(
-        space.clone(),
-        qos,
-        crate::policy::demeter::DemeterConfig::default(),
-        seed,
-    )?;
+/// Demeter's own policy. It sees only what the daemon will have — the search space, the QoS, its
+/// knobs and a seed — never the twin's truth or future rates.
+pub fn demeter_policy(
+    space: &SearchSpace,
+    qos: Qos,
+    config: DemeterConfig,
+    seed: u64,
+) -> Result<Box<dyn Policy>> {
+    let policy = crate::policy::demeter::demeter_policy(space.clone(), qos, config, seed)?;
     Ok(Box::new(policy))
 }

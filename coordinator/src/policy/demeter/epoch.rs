@@ -208,7 +208,9 @@ impl DemeterPolicy {
         let max_cost = if safe_enough {
             safe_cost
         } else {
-            f64::INFINITY
+            self.cfg
+                .max_risk_cost
+                .map_or(f64::INFINITY, |factor| safe_cost * factor)
         };
         let carrying = self.carrying(current, rates.peak)?;
         let mut found = None;

@@ -387,6 +387,11 @@ fn rejects_a_safe_default_outside_the_space() {
         ..DemeterConfig::default()
     };
     assert!(demeter_policy(SearchSpace::default(), QOS, bad, 0).is_err());
+    let cheaper_than_safe = DemeterConfig {
+        max_risk_cost: Some(0.5),
+        ..DemeterConfig::default()
+    };
+    assert!(demeter_policy(SearchSpace::default(), QOS, cheaper_than_safe, 0).is_err());
 }
 
 fn describe(run: &Run) -> String {
