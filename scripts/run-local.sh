@@ -13,6 +13,9 @@
 #   DURATION=600 scripts/run-local.sh             10 minutes (the trace is compressed to fit)
 #   POLICY=static scripts/run-local.sh            the comparison run: never changes anything
 #   TRACE=data/traces/ADS_3D_1S_4_sub_30K_max.csv scripts/run-local.sh
+#   WORK_US=1000 PEAK_RATE=900 …                  heavier records / a higher peak (defaults 500, 900:
+#                                                 sized for 2 cores)
+#   MAX_COPIES=2 …                                profiling copies per batch (default 1 on ≤ 2 cores)
 #   NO_VIEW=1 …                                   log lines instead of the full-screen view (CI)
 #   LOG=info,demeter_coordinator::policy=debug …  the coordinator's log filter
 #   UNTIL_TUNED=1 …                               end as soon as a profiling batch measured a copy
@@ -37,10 +40,14 @@ rest_port=${REST_PORT:-8081}
 rpc_port=${RPC_PORT:-6123}
 port=${DEMETER_PORT:-7443}
 # The benchmark's window operator spins WORK_US µs per record: ~1e6/WORK_US records/s per
-# subtask. PEAK_RATE keeps the busiest minute within what a 2-core machine can give the job
-# beside the JobManager, Demeter and one profiling copy.
-work_us=${WORK_US:-1000}
+# subtask. PEAK_RATE and WORK_US keep the busiest minute within what a 2-core machine can give
+# the job beside the JobManager, Demeter and one profiling copy: at 1 ms per record, production
+# alone took most of the 2 cores at the peak, and every profiling batch was recalled.
+work_us=${WORK_US:-500}
 peak_rate=${PEAK_RATE:-900}
+# Profiling copies per batch: every copy starts a JobManager and TaskManagers, CPU-bound JVM
+# start-ups that production pays for in latency on a small machine.
+max_copies=${MAX_COPIES:-$(( $(nproc) <= 2 ? 1 : 2 ))}
 bin=${BIN_DIR:-$root/target/release}
 rows=$(($(wc -l <"$trace") - 1))
 speedup=$(python3 -c "print(round($rows / $duration, 3))")
@@ -122,9 +129,10 @@ TOML
 # The policy's clock knobs are for a real day; the trace runs ×$speedup faster, so they are
 # compressed by the same factor, with floors for what does not compress: a restart still takes
 # tens of real seconds, so a move must pay for that over a dwell of minutes, not seconds.
-python3 - "$factor" >"$run/demeter.toml" <<'PY'
+python3 - "$factor" "$max_copies" >"$run/demeter.toml" <<'PY'
 import sys
 f = float(sys.argv[1])
+copies = int(sys.argv[2])
 def c(seconds, floor):
     return max(floor, int(round(seconds / f)))
 knobs = {
@@ -134,7 +142,7 @@ knobs = {
     "min_dwell_s": c(3600, 90), "expected_dwell_s": c(3600, 600),
     "shape_dwell_s": c(14400, 1200), "risk_cooldown_s": c(300, 30),
     "min_profile_gap_s": c(900, 120), "profile_run_s": 150,
-    "profile_cpu_share": 0.3, "profile_burst_h": 0.2, "max_copies": 2,
+    "profile_cpu_share": 0.3, "profile_burst_h": 0.2, "max_copies": copies,
     # One window per ~20 s: the policy's memory needs 10 one-second ticks per window, and the
     # compressed rate moves faster than a real one, hence the wider rate band too.
     "window_s": 20, "window_rate_change": 0.25, "full_refit_every_s": c(10800, 120),
@@ -186,9 +194,12 @@ max_recovery_secs = 60
 TOML
 
 say "starting the coordinator and the agent"
-"$bin/demeter-coordinator" run --config "$run/coordinator.toml" >>"$run/coordinator.log" 2>&1 &
+# Own sessions: a terminal's Ctrl-C goes to the whole foreground group, and the daemons handle
+# SIGINT by shutting down, but the summary after a Ctrl-C still needs the coordinator (and the
+# agent's TaskManagers keep the job running until its savepoint). stop_all stops them.
+setsid "$bin/demeter-coordinator" run --config "$run/coordinator.toml" >>"$run/coordinator.log" 2>&1 &
 pids+=($!)
-"$bin/demeter-agent" --config "$run/agent.toml" >>"$run/agent.log" 2>&1 &
+setsid "$bin/demeter-agent" --config "$run/agent.toml" >>"$run/agent.log" 2>&1 &
 pids+=($!)
 cli() {
   "$bin/demeter-coordinator" job --coordinator "127.0.0.1:$port" --ca "$run/pki/ca.pem" \

@@ -48,9 +48,10 @@ fn demeter_tunes_a_real_flink_job_end_to_end() {
         .env("DURATION", &seconds)
         .env("NO_VIEW", "1")
         .env("UNTIL_TUNED", "1")
-        // Half the demo's work per record: production, up to two copies starting beside it
-        // and the rest of CI share 2 cores, and a production job that misses its QoS for want
-        // of CPU rightly recalls every batch (production wins) and is never scaled down.
+        // The demo's 2-core load, pinned: production, a copy starting beside it and the rest of
+        // CI share 2 cores, and a production job that misses its QoS for want of CPU rightly
+        // recalls every batch (production wins) and is never scaled down (at 1 ms per record it
+        // did).
         .env("WORK_US", "500")
         .env("PROFILE_WARMUP", "20")
         .env("PROFILE_MEASURE", "20")
