@@ -139,7 +139,7 @@ knobs = {
     "risk_check_every_s": c(60, 10), "optimise_every_s": c(600, 45),
     "first_decision_after_s": c(180, 45), "horizon_s": c(3600, 120),
     "risk_horizon_s": c(300, 60), "peak_memory_s": c(86400, 600),
-    "min_dwell_s": c(3600, 90), "expected_dwell_s": c(3600, 600),
+    "min_dwell_s": c(3600, 90), "dwell_after_risk_s": c(2400, 60), "expected_dwell_s": c(3600, 600),
     "shape_dwell_s": c(14400, 1200), "risk_cooldown_s": c(300, 30),
     "min_profile_gap_s": c(900, 120), "profile_run_s": 150,
     "profile_cpu_share": 0.3, "profile_burst_h": 0.2, "max_copies": copies,

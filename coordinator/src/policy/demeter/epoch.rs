@@ -334,6 +334,10 @@ impl DemeterPolicy {
             to,
             kind,
             since_s: now_s,
+            risk: matches!(
+                decision.reason,
+                Reason::QosRisk { .. } | Reason::SafeDefault
+            ),
         });
         self.memory.close_window();
         self.actions
@@ -363,9 +367,13 @@ impl DemeterPolicy {
         if must_move {
             return self.move_now(now, current, p_current, rates);
         }
+        let dwell_s = match self.cfg.dwell_after_risk_s {
+            Some(after_risk) if self.last_change_risk => after_risk,
+            _ => self.cfg.min_dwell_s,
+        };
         let dwelling = self
             .last_change_s
-            .is_some_and(|t| now_s - t < self.cfg.min_dwell_s as f64);
+            .is_some_and(|t| now_s - t < dwell_s as f64);
         // A saving spends a change the operator tolerates; keep the reserve for QoS risks.
         let limited = self.cfg.max_changes_per_season > 0.0;
         let tokens = self.changes.available(now_s);

@@ -19,7 +19,8 @@
 //! Every time constant comes from [`DemeterConfig`]; `DemeterConfig::compressed` scales them
 //! for a replay of a day in minutes.
 //!
-//! Hysteresis: cost-saving moves wait `min_dwell_s` after any change and need a saving of at
+//! Hysteresis: cost-saving moves wait `min_dwell_s` after any change (`dwell_after_risk_s`
+//! after a QoS-risk move, which was sized for a rise, not chosen for cost) and need a saving of at
 //! least `min_saving` that pays for its downtime and catch-up over `expected_dwell_s`;
 //! scale-downs use the maximum over the whole horizon, so the rate must be forecast to stay
 //! low; risk moves are rate-limited by `risk_cooldown_s` unless a violation is observed.
@@ -71,6 +72,8 @@ struct InFlight {
     to: JobConfig,
     kind: ChangeKind,
     since_s: f64,
+    /// Ordered for a QoS risk (or the safe default), not for a saving.
+    risk: bool,
 }
 
 #[derive(Debug)]
@@ -96,6 +99,8 @@ pub struct DemeterPolicy {
     batches: u64,
     /// None until the policy changed something: the starting configuration was not its choice.
     last_change_s: Option<f64>,
+    /// The last change was a QoS-risk move.
+    last_change_risk: bool,
     last_risk_move_s: Option<f64>,
     last_profile_s: Option<f64>,
     /// Learned downtime per change kind (in place, full restart).
@@ -157,6 +162,7 @@ impl DemeterPolicy {
             profiling: None,
             batches: 0,
             last_change_s: None,
+            last_change_risk: false,
             last_risk_move_s: None,
             last_profile_s: None,
             started_s: None,
@@ -301,7 +307,9 @@ impl Policy for DemeterPolicy {
 
     fn handle_reconfigured(&mut self, now: Duration, outcome: &ReconfigureOutcome) {
         let now_s = secs(now);
-        if let Some(flight) = self.in_flight.take()
+        let flight = self.in_flight.take();
+        self.last_change_risk = flight.is_some_and(|f| f.risk);
+        if let Some(flight) = flight
             && outcome.succeeded
         {
             debug_assert_eq!(flight.to, outcome.running);
