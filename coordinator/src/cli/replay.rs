@@ -51,7 +51,7 @@ pub fn run(args: ReplayArgs) -> anyhow::Result<()> {
         None => SearchSpace::default(),
     };
     let config: DemeterConfig = match &args.policy_config {
-        Some(path) => toml::from_str(&read(path)?)
+        Some(path) => DemeterConfig::from_toml(&read(path)?)
             .with_context(|| format!("{} is not a Demeter policy config", path.display()))?,
         None => DemeterConfig::default(),
     };

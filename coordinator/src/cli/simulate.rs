@@ -167,7 +167,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     }
     let failures_every_s = args.failures_every.map(|d| d.as_secs()).filter(|s| *s > 0);
     let demeter: DemeterConfig = match &args.policy_config {
-        Some(path) => toml::from_str(&read(path)?)
+        Some(path) => DemeterConfig::from_toml(&read(path)?)
             .with_context(|| format!("{} is not a Demeter policy config", path.display()))?,
         None => DemeterConfig::default(),
     };

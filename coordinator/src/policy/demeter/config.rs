@@ -309,6 +309,15 @@ impl DemeterConfig {
         }
     }
 
+    /// Knobs from the body of a `[tuning.jobs.demeter]` table (only what differs from the
+    /// defaults), validated.
+    pub fn from_toml(text: &str) -> Result<Self> {
+        let config: DemeterConfig =
+            toml::from_str(text).map_err(|e| Error::Model(format!("demeter config: {e}")))?;
+        config.validate()?;
+        Ok(config)
+    }
+
     pub fn validate(&self) -> Result<()> {
         let fail = |m: &str| Err(Error::Model(format!("demeter config: {m}")));
         let probability = |p: f64| p > 0.0 && p < 1.0;

@@ -394,6 +394,16 @@ fn rejects_a_safe_default_outside_the_space() {
     assert!(demeter_policy(SearchSpace::default(), QOS, cheaper_than_safe, 0).is_err());
 }
 
+#[test]
+fn a_policy_file_names_only_what_it_changes_and_is_checked() {
+    let config = DemeterConfig::from_toml("max_risk_cost = 1.5\nmin_dwell_s = 1800").unwrap();
+    assert_eq!(config.max_risk_cost, Some(1.5));
+    assert_eq!(config.min_dwell_s, 1_800);
+    assert_eq!(config.horizon_s, DemeterConfig::default().horizon_s);
+    assert!(DemeterConfig::from_toml("max_risk_cost = 0.5").is_err());
+    assert!(DemeterConfig::from_toml("min_dwel_s = 1800").is_err());
+}
+
 fn describe(run: &Run) -> String {
     let mut out = String::new();
     for (t, a) in &run.actions {
