@@ -98,7 +98,8 @@ pub enum JobReply {
     /// The operation started but the daemon could not carry it to an end (e.g. its journal
     /// failed); it stays in flight at its last durable step and is resumed at the next start.
     Failed(String),
-    Tuning(super::tuning::TuningView),
+    /// Boxed: the live line and its totals outweigh every other reply.
+    Tuning(Box<super::tuning::TuningView>),
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

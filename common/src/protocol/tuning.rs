@@ -48,6 +48,9 @@ pub struct LiveTotals {
     /// Allocated cores × s and GiB × s of the deployed configurations.
     pub cpu_core_s: f64,
     pub memory_gib_s: f64,
+    /// The same for profiling copies' TaskManagers while their batches ran.
+    pub profiling_cpu_core_s: f64,
+    pub profiling_memory_gib_s: f64,
     pub reconfigurations: u32,
     pub profiling_batches: u32,
 }

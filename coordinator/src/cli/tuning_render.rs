@@ -58,12 +58,15 @@ pub fn tuning(view: &TuningView, json: bool) -> anyhow::Result<()> {
             };
             println!(
                 "  so far: {:.0} s observed, {:.1} % over the latency QoS, {:.1} % down; \
-                 {:.3} core-h and {:.3} GiB-h allocated; {} reconfigurations, {} profiling batches",
+                 {:.3} core-h and {:.3} GiB-h allocated (profiling copies {:.3} and {:.3} of them); \
+                 {} reconfigurations, {} profiling batches",
                 t.observed_s,
                 share(t.over_qos_s),
                 share(t.down_s),
-                t.cpu_core_s / 3600.0,
-                t.memory_gib_s / 3600.0,
+                (t.cpu_core_s + t.profiling_cpu_core_s) / 3600.0,
+                (t.memory_gib_s + t.profiling_memory_gib_s) / 3600.0,
+                t.profiling_cpu_core_s / 3600.0,
+                t.profiling_memory_gib_s / 3600.0,
                 t.reconfigurations,
                 t.profiling_batches
             );

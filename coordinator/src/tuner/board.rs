@@ -93,6 +93,8 @@ fn live_line(v: &LiveView) -> LiveLine {
             over_qos_s: v.totals.over_qos_s,
             cpu_core_s: v.totals.cpu_core_s,
             memory_gib_s: v.totals.memory_gib_s,
+            profiling_cpu_core_s: v.totals.profiling_cpu_core_s,
+            profiling_memory_gib_s: v.totals.profiling_memory_gib_s,
             reconfigurations: v.totals.reconfigurations,
             profiling_batches: v.totals.profiling_batches,
         },

@@ -78,6 +78,11 @@ pub struct Totals {
     /// the cluster reserves for the job, the cost the policies compete on).
     pub cpu_core_s: f64,
     pub memory_gib_s: f64,
+    /// The same for the profiling copies' TaskManagers while a batch is in flight, counted as
+    /// ordered (a copy left out for room still counts: an upper bound). Beside production's,
+    /// they are what Demeter costs against a configuration that never changes.
+    pub profiling_cpu_core_s: f64,
+    pub profiling_memory_gib_s: f64,
     pub reconfigurations: u32,
     pub profiling_batches: u32,
 }
@@ -104,6 +109,8 @@ pub struct TunerCore {
     previous: Option<(u64, Option<f64>)>,
     reconfiguring: Option<Reconfiguring>,
     profiling: Option<u64>,
+    /// Cores and GiB the batch in flight ordered for its copies' TaskManagers.
+    profiling_allocation: (f64, f64),
     /// Seconds in a row production ran over the QoS while the batch ran (None once recalled).
     over_while_profiling: Option<f64>,
     commands: VecDeque<Command>,
@@ -140,6 +147,7 @@ impl TunerCore {
             previous: None,
             reconfiguring: None,
             profiling: None,
+            profiling_allocation: (0.0, 0.0),
             over_while_profiling: None,
             commands: VecDeque::new(),
             last: None,
@@ -259,6 +267,11 @@ impl TunerCore {
         }
         t.cpu_core_s += tick.config.total_cpu_cores() * period_s;
         t.memory_gib_s += tick.config.total_memory_mb() / 1024.0 * period_s;
+        if self.profiling.is_some() {
+            let (cores, gib) = self.profiling_allocation;
+            t.profiling_cpu_core_s += cores * period_s;
+            t.profiling_memory_gib_s += gib * period_s;
+        }
     }
 
     /// Lets the policy act on its own deadlines.
@@ -362,6 +375,9 @@ impl TunerCore {
                         continue;
                     }
                     self.profiling = Some(batch);
+                    self.profiling_allocation = candidates.iter().fold((0.0, 0.0), |(c, m), k| {
+                        (c + k.total_cpu_cores(), m + k.total_memory_mb() / 1024.0)
+                    });
                     self.over_while_profiling = Some(0.0);
                     self.totals.profiling_batches += 1;
                     self.commands

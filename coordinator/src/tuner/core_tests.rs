@@ -290,3 +290,25 @@ fn the_rate_carries_over_a_stop_until_the_gauges_settle() {
         "a zero that lasts past the settling time is real"
     );
 }
+
+#[test]
+fn a_batch_in_flight_counts_its_copies_allocation_until_it_reports() {
+    let (mut core, _) = core(vec![vec![profile(4)]]);
+    core.handle_reading(0, &reading(true, 400.0, None));
+    assert_eq!(commands(&mut core).len(), 1, "the batch");
+    for s in 1..=3 {
+        core.handle_reading(s * 1_000, &reading(true, 400.0, None));
+    }
+    core.handle_profiled(3_500, 4, &[]);
+    core.handle_reading(4_000, &reading(true, 400.0, None));
+    let totals = core.live().unwrap().totals;
+    assert_eq!(
+        (totals.profiling_cpu_core_s, totals.profiling_memory_gib_s),
+        (6.0, 6.0),
+        "two 1-core, 1 GiB TaskManagers for the three seconds read while the batch ran"
+    );
+    assert_eq!(
+        totals.cpu_core_s, 4.0,
+        "production's own allocation is apart"
+    );
+}

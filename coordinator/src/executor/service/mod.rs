@@ -392,7 +392,7 @@ impl ExecutorService {
             },
             JobRequest::Tuning { job, last } => match self.tuning.get() {
                 Some(views) => match views.view(&job, last) {
-                    Ok(view) => JobReply::Tuning(view),
+                    Ok(view) => JobReply::Tuning(Box::new(view)),
                     Err(e) => JobReply::Refused(wire::clip(&e)),
                 },
                 None => {

@@ -79,6 +79,11 @@ pub struct DemeterConfig {
     // --- cost and hysteresis ------------------------------------------------------------------
     /// Weights of total CPU and total memory in the scalar cost; each is normalised by the
     /// safe default's, so the safe default costs `cpu_weight + memory_weight` per second.
+    /// ½ and ½ by default, the benchmark's own cost. Leaning on CPU does not buy a lower CPU
+    /// share in the twin (benchmark and perturbed twins, both traces, seeds 1–6): 0.65 / 0.35
+    /// gave CARS CPU 0.65 → 0.61 and cost 0.49 → 0.47, but ADS cost 0.34 → 0.35 and perturbed
+    /// CARS 3.3 → 4.1 % over the QoS; 0.75 / 0.25 raised CARS memory 0.33 → 0.54 (cost 0.57).
+    /// Set them to the cluster's real prices where CPU and memory cost differently.
     pub cpu_weight: f64,
     pub memory_weight: f64,
     /// Price of one second over the latency QoS, in seconds of running the safe default: what
