@@ -125,13 +125,16 @@ ops_host_mount_root() { # the overlay alone, without /proc, /dev, /run
     local dir="$OPS_HOSTS_DIR/$1"
     local opts
     opts="lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work"
-    # On a fresh machine the first overlay mount was seen to fail with "special device overlay
-    # does not exist" (the filesystem not yet registered); later ones worked. Load it and retry once.
-    mount -t overlay overlay -o "$opts" "$dir/root" 2>/dev/null || {
-        modprobe overlay 2>/dev/null || true
+    # On a fresh machine the first overlay mounts were seen to fail with "special device overlay
+    # does not exist" (the filesystem not yet registered; one retry after 1 s was not always
+    # enough, and there may be no modprobe); later ones worked. Load it and retry for a while.
+    local attempt
+    for attempt in 1 2 3 4 5 6 7 8 9 10; do
+        mount -t overlay overlay -o "$opts" "$dir/root" 2>/dev/null && return 0
+        [ "$attempt" = 1 ] && { modprobe overlay 2>/dev/null || true; }
         sleep 1
-        mount -t overlay overlay -o "$opts" "$dir/root"
-    }
+    done
+    mount -t overlay overlay -o "$opts" "$dir/root"
 }
 ops_host_down() { # stop NAME's sshd or booted systemd, unmount its root; no-op when down
     local dir="$OPS_HOSTS_DIR/$1" pid
