@@ -2,8 +2,9 @@
 //! TaskManagers started by the executor's local backend), driven through the real
 //! `demeter-coordinator job` CLI, one cluster for all scenarios to keep CI time down:
 //!
-//! 1. end-to-end: first deployment, an in-place parallelism change, two full restarts
-//!    (memory, slots, checkpoint interval), a killed TaskManager with its recovery timed;
+//! 1. end-to-end: first deployment, an in-place parallelism change on the same TaskManager,
+//!    an in-place scale-out onto a second one, two full restarts (parallelism back down,
+//!    memory, slots, checkpoint interval), a killed TaskManager with its recovery timed;
 //! 2. rollback: TaskManagers that cannot start (400m) → the old configuration runs again from
 //!    the same savepoint;
 //! 3. crash safety: the CLI SIGKILLs itself (`DEMETER_FAILPOINT`) after each step and in the
@@ -83,9 +84,35 @@ async fn end_to_end(b: &mut Bench, f: &mut Figures) {
     );
     f.in_place_downtime.push(down);
 
+    // A scale-out onto a second TaskManager: it starts beside the running job, then the
+    // same job rescales onto it; no savepoint.
+    let (op, down) = b.apply_timed(&["--parallelism", "3"]).await;
+    assert_eq!(op.strategy, Strategy::InPlace);
+    let d = b
+        .expect_applied(&op, "p=3,slots=2,mem=1024m,cpu=1,ckpt=5")
+        .await;
+    assert_eq!(Some(&d.job_id), op.from.as_ref().map(|f| &f.job_id));
+    assert!(op.savepoint.is_none());
+    let steps: Vec<_> = op.step_durations().into_iter().map(|(s, _)| s).collect();
+    assert_eq!(
+        steps,
+        [
+            "taskmanagers",
+            "wait-taskmanagers",
+            "rescale",
+            "wait-running"
+        ]
+    );
+    b.expect_taskmanagers(&d.config).await;
+    f.scale_out_downtime.push(down);
+
+    // Back onto one TaskManager (and a new size) through a savepoint: Flink, not Demeter,
+    // picks which TaskManagers keep the job's slots after a rescale.
     for (n, (to, expected)) in [
         (
             [
+                "--parallelism",
+                "2",
                 "--tm-memory",
                 "1100m",
                 "--checkpoint-interval",
@@ -97,6 +124,8 @@ async fn end_to_end(b: &mut Bench, f: &mut Figures) {
         ),
         (
             [
+                "--parallelism",
+                "2",
                 "--tm-memory",
                 "1024m",
                 "--checkpoint-interval",

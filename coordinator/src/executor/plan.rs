@@ -12,8 +12,9 @@ use demeter_common::protocol::TaskManagerSpec;
 pub enum Strategy {
     /// The job is not running yet: start TaskManagers, submit without a savepoint.
     Initial,
-    /// Only the parallelism changes and the job's TaskManagers already have the slots: the
-    /// adaptive scheduler rescales in place (`PUT resource-requirements`), no savepoint.
+    /// Only the parallelism changes and the job keeps its TaskManagers: the adaptive scheduler
+    /// rescales in place (`PUT resource-requirements`), no savepoint. A scale-out that needs
+    /// more TaskManagers of the same shape starts them first, while the job runs on.
     InPlace,
     /// Stop with a savepoint, restart the TaskManagers with the new sizes if they change,
     /// submit from the savepoint.
@@ -42,19 +43,27 @@ pub fn choose(from: Option<&JobConfig>, to: &JobConfig, facts: ClusterFacts) -> 
         parallelism: to.parallelism,
         ..*from
     } == *to;
-    // In place only on the TaskManagers the job has now: adding or removing TaskManagers
-    // under a running job would move tasks without a savepoint of our own.
-    let same_taskmanagers = from.task_managers() == to.task_managers();
+    // Never in place onto fewer TaskManagers: Flink, not Demeter, picks which TaskManagers
+    // keep the job's slots after a rescale, so stopping the spare ones could kill running
+    // tasks. A scale-in across TaskManagers goes through a savepoint instead.
+    let fewer_taskmanagers = to.task_managers() < from.task_managers();
+    let new_slots = (to.task_managers() - to.task_managers().min(from.task_managers()))
+        .saturating_mul(to.slots_per_tm);
     let extra_slots = to.parallelism.saturating_sub(from.parallelism);
     if only_parallelism
-        && same_taskmanagers
+        && !fewer_taskmanagers
         && facts.adaptive_scheduler
-        && extra_slots <= facts.free_slots
+        && extra_slots <= facts.free_slots.saturating_add(new_slots)
     {
         Strategy::InPlace
     } else {
         Strategy::Restart
     }
+}
+
+/// Whether an in-place change from `from` to `to` starts TaskManagers before it rescales.
+pub fn adds_taskmanagers(from: &JobConfig, to: &JobConfig) -> bool {
+    to.task_managers() > from.task_managers()
 }
 
 /// Whether going from `from` to `to` needs new TaskManager processes.
@@ -122,6 +131,20 @@ mod tests {
     }
 
     #[test]
+    fn a_scale_out_onto_more_taskmanagers_of_the_same_shape_is_in_place() {
+        let from = cfg("p=2,slots=2,mem=1g,cpu=1,ckpt=5");
+        let to = cfg("p=5,slots=2,mem=1g,cpu=1,ckpt=5");
+        let full = ClusterFacts {
+            free_slots: 0,
+            ..ADAPTIVE
+        };
+        // Two new TaskManagers bring the four slots the three extra subtasks need.
+        assert_eq!(choose(Some(&from), &to, full), Strategy::InPlace);
+        assert!(adds_taskmanagers(&from, &to));
+        assert!(!adds_taskmanagers(&to, &from));
+    }
+
+    #[test]
     fn everything_else_restarts() {
         let from = cfg("p=2,slots=2,mem=1g,cpu=1,ckpt=5");
         for to in [
@@ -129,8 +152,7 @@ mod tests {
             "p=2,slots=2,mem=1536m,cpu=1,ckpt=5",
             "p=2,slots=1,mem=1g,cpu=1,ckpt=5",
             "p=2,slots=2,mem=1g,cpu=2,ckpt=5",
-            // One more TaskManager needed.
-            "p=3,slots=2,mem=1g,cpu=1,ckpt=5",
+            "p=3,slots=2,mem=1g,cpu=2,ckpt=5",
         ] {
             assert_eq!(
                 choose(Some(&from), &cfg(to), ADAPTIVE),
@@ -138,6 +160,9 @@ mod tests {
                 "{to}"
             );
         }
+        // Onto fewer TaskManagers: which of them the job's slots stay on is Flink's choice.
+        let wide = cfg("p=4,slots=2,mem=1g,cpu=1,ckpt=5");
+        assert_eq!(choose(Some(&wide), &from, ADAPTIVE), Strategy::Restart);
         let to = cfg("p=1,slots=2,mem=1g,cpu=1,ckpt=5");
         let default_scheduler = ClusterFacts {
             adaptive_scheduler: false,
@@ -155,6 +180,32 @@ mod tests {
         let from4 = cfg("p=3,slots=4,mem=1g,cpu=1,ckpt=5");
         assert_eq!(choose(Some(&from4), &up, full), Strategy::Restart);
         assert_eq!(choose(None, &up, ADAPTIVE), Strategy::Initial);
+    }
+
+    /// The policy prices a change by the kind it expects (`ChangeKind::between`); on a cluster
+    /// with room the executor must take that same way.
+    #[test]
+    fn the_executor_takes_the_way_the_policy_priced() {
+        use crate::policy::ChangeKind;
+        let mut configs = Vec::new();
+        for p in 1..=6 {
+            for slots in [1, 2, 3] {
+                for mem in ["1g", "1536m"] {
+                    for ckpt in [5, 30] {
+                        configs.push(cfg(&format!(
+                            "p={p},slots={slots},mem={mem},cpu=1,ckpt={ckpt}"
+                        )));
+                    }
+                }
+            }
+        }
+        for from in &configs {
+            for to in configs.iter().filter(|to| *to != from) {
+                let executor = choose(Some(from), to, ADAPTIVE) == Strategy::InPlace;
+                let policy = ChangeKind::between(from, to) == ChangeKind::InPlace;
+                assert_eq!(executor, policy, "{from} → {to}");
+            }
+        }
     }
 
     #[test]

@@ -68,22 +68,27 @@ impl JobTick {
 /// How a change from one configuration to another is applied (design §2.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChangeKind {
-    /// Only the parallelism changes: TaskManagers of the same shape are added (or released
-    /// after) and the adaptive scheduler rescales in place (`PUT /jobs/<id>/resource-requirements`).
+    /// Only the parallelism changes and the job keeps every TaskManager it has: TaskManagers
+    /// of the same shape are added first if needed, then the adaptive scheduler rescales in
+    /// place (`PUT /jobs/<id>/resource-requirements`).
     InPlace,
-    /// Memory, slots, CPU or checkpoint interval change: stop-with-savepoint and redeploy.
+    /// Memory, slots, CPU or checkpoint interval change, or the job moves onto fewer
+    /// TaskManagers: stop-with-savepoint and redeploy.
     FullRestart,
 }
 
 impl ChangeKind {
-    /// The cheapest way from `from` to `to`: in place whenever every TaskManager keeps its shape
-    /// and the checkpoint interval stays (Flink cannot change either without a restart).
+    /// The way the executor takes from `from` to `to` (`executor::plan::choose` on a cluster
+    /// with room): in place when every TaskManager keeps its shape, the checkpoint interval
+    /// stays (Flink cannot change either without a restart) and no TaskManager has to go
+    /// (after a rescale Flink, not Demeter, decides which TaskManagers keep the job's slots,
+    /// so stopping one under a running job could kill its tasks).
     pub fn between(from: &JobConfig, to: &JobConfig) -> ChangeKind {
         let same_shape = from.slots_per_tm == to.slots_per_tm
             && from.tm_memory_mb == to.tm_memory_mb
             && from.tm_cpu_millis == to.tm_cpu_millis
             && from.checkpoint_interval_s == to.checkpoint_interval_s;
-        if same_shape {
+        if same_shape && to.task_managers() >= from.task_managers() {
             ChangeKind::InPlace
         } else {
             ChangeKind::FullRestart
@@ -163,8 +168,14 @@ mod tests {
     fn only_parallelism_changes_are_in_place() {
         let from = config("p=12,slots=2,mem=2048m,cpu=1,ckpt=30s");
         assert_eq!(
+            ChangeKind::between(&from, &config("p=11,slots=2,mem=2048m,cpu=1,ckpt=30s")),
+            ChangeKind::InPlace,
+            "the same six TaskManagers"
+        );
+        assert_eq!(
             ChangeKind::between(&from, &config("p=8,slots=2,mem=2048m,cpu=1,ckpt=30s")),
-            ChangeKind::InPlace
+            ChangeKind::FullRestart,
+            "two TaskManagers fewer: through a savepoint"
         );
         assert_eq!(
             ChangeKind::between(&from, &config("p=16,slots=2,mem=2048m,cpu=1,ckpt=30s")),

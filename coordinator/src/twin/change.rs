@@ -42,8 +42,8 @@ pub fn plan(
     let mut steps = Vec::new();
     match kind {
         ChangeKind::InPlace => {
-            // The extra TaskManagers of a scale-up start first while the job keeps running;
-            // those a scale-down frees are released once the rescale is done.
+            // The extra TaskManagers of a scale-up start first while the job keeps running
+            // (an in-place change never goes onto fewer TaskManagers: `ChangeKind::between`).
             let more = if to.task_managers() > from.task_managers() {
                 steps.push(Step {
                     duration: truth.tm_start_s,
@@ -66,7 +66,8 @@ pub fn plan(
         ChangeKind::FullRestart => {
             steps.push(step(truth.savepoint_s(&from), from, from));
             if runs {
-                steps.push(step(truth.tm_start_s + truth.restart_s(&to), to, to));
+                let start = truth.taskmanager_start_s(&from, &to);
+                steps.push(step(start + truth.restart_s(&to), to, to));
             } else {
                 steps.push(step(truth.tm_start_s + ROLLBACK_DEADLINE_S, to, to));
                 steps.push(step(truth.tm_start_s + truth.restart_s(&from), from, from));

@@ -303,9 +303,23 @@ impl GroundTruth {
         self.rescale_base_s + self.restore_s(to)
     }
 
-    /// Downtime of a full restart: savepoint, new TaskManagers started, job restored at `to`.
+    /// Downtime of a full restart: savepoint, new TaskManagers started (if `to` needs any),
+    /// job restored at `to`.
     pub fn full_restart_downtime_s(&self, from: &JobConfig, to: &JobConfig) -> f64 {
-        self.savepoint_s(from) + self.tm_start_s + self.restart_s(to)
+        self.savepoint_s(from) + self.taskmanager_start_s(from, to) + self.restart_s(to)
+    }
+
+    /// Seconds spent starting TaskManagers on the way from `from` to `to`: none when `to` runs
+    /// on some of `from`'s (a scale-in only stops the spare ones).
+    pub fn taskmanager_start_s(&self, from: &JobConfig, to: &JobConfig) -> f64 {
+        let same_shape = from.slots_per_tm == to.slots_per_tm
+            && from.tm_memory_mb == to.tm_memory_mb
+            && from.tm_cpu_millis == to.tm_cpu_millis;
+        if same_shape && to.task_managers() <= from.task_managers() {
+            0.0
+        } else {
+            self.tm_start_s
+        }
     }
 
     /// Whether `config` can run at all (enough memory per slot to start).

@@ -245,6 +245,7 @@ pub struct Figures {
     pub restart_downtime: Vec<u64>,
     pub restore: Vec<u64>,
     pub in_place_downtime: Vec<u64>,
+    pub scale_out_downtime: Vec<u64>,
     pub rollback: Vec<u64>,
     pub tm_recovery: Vec<u64>,
 }
@@ -287,6 +288,10 @@ impl Figures {
         println!(
             "  in-place rescale downtime:                     {}",
             s(&self.in_place_downtime)
+        );
+        println!(
+            "  in-place scale-out downtime (new TaskManager): {}",
+            s(&self.scale_out_downtime)
         );
         println!(
             "  rollback downtime (400m TaskManagers):         {}",

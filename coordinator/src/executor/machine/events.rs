@@ -3,7 +3,7 @@
 use super::super::effects::{
     Effect, Event, Fault, JobView, SavepointProgress, StopView, TaskManagersView,
 };
-use super::super::operation::{Outcome, Step};
+use super::super::operation::{Outcome, Phase, Step};
 use super::super::plan::{Strategy, taskmanager_specs};
 use super::{Machine, Sub};
 use crate::flink::JobState;
@@ -208,9 +208,25 @@ impl Machine {
             .collect();
         wanted.sort();
         if registered == wanted {
-            self.enter(now, Step::Submit, Some(Step::WaitTaskManagers));
+            let next = self.after_taskmanagers();
+            self.enter(now, next, Some(Step::WaitTaskManagers));
         } else {
             self.later(now);
+        }
+    }
+
+    /// Where the target's TaskManagers registering leads: a submission from the restore point,
+    /// except in an in-place scale-out, where the job runs on: forward it rescales onto the new
+    /// TaskManagers; rolled back before any rescale, the new ones are gone again and the job
+    /// only has to be seen running as before.
+    fn after_taskmanagers(&self) -> Step {
+        if self.op.strategy != Strategy::InPlace {
+            return Step::Submit;
+        }
+        match self.op.phase {
+            Phase::Forward => Step::Rescale,
+            _ if self.op.restore_from.is_none() => Step::WaitRunning,
+            _ => Step::Submit,
         }
     }
 

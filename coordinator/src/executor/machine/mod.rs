@@ -18,6 +18,8 @@ mod events;
 #[cfg(test)]
 mod recover_tests;
 #[cfg(test)]
+mod scale_out_tests;
+#[cfg(test)]
 mod sim;
 #[cfg(test)]
 mod tests;
@@ -25,7 +27,7 @@ mod transitions;
 
 use super::effects::Effect;
 use super::operation::{Deployment, Operation, Phase, Step};
-use super::plan::Strategy;
+use super::plan::{Strategy, adds_taskmanagers};
 use crate::models::space::JobConfig;
 
 /// Deadlines and pacing, in milliseconds.
@@ -145,7 +147,12 @@ impl Machine {
         match strategy {
             Strategy::InPlace => {
                 m.op.submitted = m.op.from.as_ref().map(|d| d.job_id.clone());
-                m.enter(now, Step::Rescale, None);
+                let first = if m.adds_taskmanagers() {
+                    Step::TaskManagers
+                } else {
+                    Step::Rescale
+                };
+                m.enter(now, first, None);
             }
             Strategy::Restart if m.op.from.is_some() => m.enter(now, Step::Stop, None),
             Strategy::Recover => m.begin_recovery(now, "recovering the stopped job".into()),
@@ -258,6 +265,16 @@ impl Machine {
             other => m.enter(now, other, None),
         }
         m
+    }
+
+    /// An in-place scale-out that starts TaskManagers before it rescales.
+    fn adds_taskmanagers(&self) -> bool {
+        self.op.strategy == Strategy::InPlace
+            && self
+                .op
+                .from
+                .as_ref()
+                .is_some_and(|d| adds_taskmanagers(&d.config, &self.op.to))
     }
 
     fn with(op: Operation, cluster: &str, limits: Limits) -> Self {

@@ -49,6 +49,8 @@ pub struct Sim {
     pub fail_ensure_for_mb: Option<u32>,
     pub die_at_mb: Option<u32>,
     pub unregistered_mb: Option<u32>,
+    /// TaskManagers (by id) that exit as soon as they are started.
+    pub dies: Vec<String>,
     pub refuse_submit: bool,
     pub refuse_submit_until_attempt: u64,
     pub stuck_parallelism: Option<u32>,
@@ -243,19 +245,21 @@ impl Sim {
                 {
                     return Event::TaskManagersEnsured(Err(Fault::new("agent refused")));
                 }
-                let changes = specs.iter().any(|s| {
-                    !self.tms.iter().any(|t| {
+                // Adding TaskManagers beside a running job is fine (an in-place scale-out);
+                // restarting or stopping one it may run on is not.
+                let disturbs = self.tms.iter().any(|t| {
+                    !specs.iter().any(|s| {
                         t.id == s.id && t.memory_mb == s.process_memory_mb && t.slots == s.slots
                     })
-                }) || self.tms.len() != specs.len();
-                if changes && !self.running_jobs().is_empty() {
+                });
+                if disturbs && !self.running_jobs().is_empty() {
                     self.violations
-                        .push("TaskManagers restarted under a running job".into());
+                        .push("TaskManagers restarted or stopped under a running job".into());
                 }
                 self.tms.clear();
                 self.dead.clear();
                 for s in specs {
-                    if Some(s.process_memory_mb) == self.die_at_mb {
+                    if Some(s.process_memory_mb) == self.die_at_mb || self.dies.contains(&s.id) {
                         self.dead.push(s.id);
                     } else if Some(s.process_memory_mb) != self.unregistered_mb {
                         self.tms.push(RegisteredTm {
@@ -294,6 +298,12 @@ impl Sim {
                 let stuck = self
                     .stuck_parallelism
                     .filter(|_| self.stuck_only_for == Some(parallelism));
+                let slots: u32 = self.tms.iter().map(|t| t.slots).sum();
+                if parallelism > slots {
+                    self.violations.push(format!(
+                        "rescaled {job} to {parallelism} with {slots} slots registered"
+                    ));
+                }
                 let j = self.jobs.get_mut(&job).unwrap();
                 j.parallelism = stuck.unwrap_or(parallelism);
                 Event::Rescaled(Ok(()))

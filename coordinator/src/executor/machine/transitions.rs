@@ -213,6 +213,12 @@ impl Machine {
     }
 
     pub(super) fn start_rollback(&mut self, now: u64, reason: String, attempt: u32) {
+        // A scale-out that failed before it asked Flink to rescale left the job untouched on
+        // its old TaskManagers: stopping the new ones is enough. Once the rescale may have
+        // happened the job may run on the new ones too, and only a savepoint moves it back.
+        let rescale_never_sent = attempt == 1
+            && self.op.phase == Phase::Forward
+            && matches!(self.op.step, Step::TaskManagers | Step::WaitTaskManagers);
         self.op
             .note(now, format!("rollback attempt {attempt}: {reason}"));
         self.op.phase = Phase::RollingBack {
@@ -222,6 +228,10 @@ impl Machine {
         };
         self.op.trigger = None;
         let first = match self.op.strategy {
+            Strategy::InPlace if self.adds_taskmanagers() && rescale_never_sent => {
+                Step::TaskManagers
+            }
+            Strategy::InPlace if self.adds_taskmanagers() => Step::StopNew,
             Strategy::InPlace => Step::Rescale,
             Strategy::Initial if self.op.submitted.is_some() => Step::CancelNew,
             Strategy::Initial => {

@@ -14,8 +14,12 @@ fn changes(initial: JobConfig, rates: &[f64]) -> Vec<(f64, JobConfig)> {
         .iter()
         .filter_map(|e| match e {
             SimEvent::Action { t_s, action } => match action.as_ref() {
-                Action::Reconfigure { to, kind, .. } => {
-                    assert_eq!(*kind, ChangeKind::InPlace, "parallelism only");
+                Action::Reconfigure { to, .. } => {
+                    let shape = JobConfig {
+                        parallelism: initial.parallelism,
+                        ..*to
+                    };
+                    assert_eq!(shape, initial, "parallelism only");
                     Some((*t_s, *to))
                 }
                 Action::Profile { .. } => panic!("reactive never profiles"),

@@ -133,13 +133,13 @@ pub struct Priced {
     pub net: f64,
 }
 
-/// Prices the move to `scored`. `in_place_floor`: the cost per second of the cheapest
-/// acceptable in-place option (the current cost if there is none). A saving is paid out over
-/// `expected_dwell_s` whatever the change; a restart is credited in addition with its saving
-/// against that floor over the rest of `shape_dwell_s` (the rescales that follow keep the
-/// shape). Crediting a restart's whole saving over the shape dwell made a restart beat an
-/// in-place rescale to the same cost.
-pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, in_place_floor: f64) -> Priced {
+/// Prices the move to `scored`. `same_shape_floor`: the cost per second of the cheapest
+/// acceptable option that keeps the current shape (the current cost if there is none). A saving
+/// is paid out over `expected_dwell_s` whatever the change; a restart onto a new shape is
+/// credited in addition with its saving against that floor over the rest of `shape_dwell_s`
+/// (the rescales that follow keep the shape). Crediting a restart's whole saving over the
+/// shape dwell made a new shape beat a rescale of the current one to the same cost.
+pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, same_shape_floor: f64) -> Priced {
     let to = scored.prediction.config;
     let kind = ChangeKind::between(&ctx.current, &to);
     let downtime = match kind {
@@ -156,15 +156,14 @@ pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, in_place_floor: f
     let change_cost = violation_s * ctx.violation_price();
     let saving = ctx.cost(&ctx.current) - scored.cost;
     let dwell = ctx.cfg.expected_dwell_s as f64;
-    let shape_credit = match kind {
-        ChangeKind::InPlace => 0.0,
-        ChangeKind::FullRestart => {
-            let extra = ctx
-                .cfg
-                .shape_dwell_s
-                .saturating_sub(ctx.cfg.expected_dwell_s) as f64;
-            (in_place_floor - scored.cost).max(0.0) * extra
-        }
+    let shape_credit = if shape_of(&to) == shape_of(&ctx.current) {
+        0.0
+    } else {
+        let extra = ctx
+            .cfg
+            .shape_dwell_s
+            .saturating_sub(ctx.cfg.expected_dwell_s) as f64;
+        (same_shape_floor - scored.cost).max(0.0) * extra
     };
     Priced {
         index,
@@ -178,12 +177,13 @@ pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, in_place_floor: f
     }
 }
 
-/// The cost of the cheapest acceptable in-place option (see [`price`]).
-pub fn in_place_floor(ctx: &Context<'_>, scored: &[Scored]) -> f64 {
+/// The cost of the cheapest acceptable option of the current shape (see [`price`]).
+pub fn same_shape_floor(ctx: &Context<'_>, scored: &[Scored]) -> f64 {
+    let shape = shape_of(&ctx.current);
     scored
         .iter()
         .filter(|s| s.prediction.config != ctx.current && s.acceptable(ctx.cfg))
-        .filter(|s| ChangeKind::between(&ctx.current, &s.prediction.config) == ChangeKind::InPlace)
+        .filter(|s| shape_of(&s.prediction.config) == shape)
         .map(|s| s.cost)
         .fold(ctx.cost(&ctx.current), f64::min)
 }
@@ -195,17 +195,22 @@ pub struct Verdict {
     pub best_rejected: Option<(usize, String)>,
 }
 
+/// Which moves [`best_move`] may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moves {
+    Any,
+    /// Only other parallelisms of the current shape: what a profiling batch cannot change.
+    SameShape,
+    /// Only in place: no downtime beyond a rescale.
+    InPlace,
+}
+
 /// `must_move`: the current configuration is at risk, so the best acceptable candidate is taken
 /// even if it costs more; otherwise only a move that saves enough and pays for itself.
-/// `in_place_only`: restarts are not considered.
-pub fn best_move(
-    ctx: &Context<'_>,
-    scored: &[Scored],
-    must_move: bool,
-    in_place_only: bool,
-) -> Verdict {
+/// A move onto a new shape must also carry the peak in place when `ctx.carries` says so.
+pub fn best_move(ctx: &Context<'_>, scored: &[Scored], must_move: bool, moves: Moves) -> Verdict {
     let current_cost = ctx.cost(&ctx.current);
-    let floor = in_place_floor(ctx, scored);
+    let floor = same_shape_floor(ctx, scored);
     let mut chosen: Option<Priced> = None;
     for (i, s) in scored.iter().enumerate() {
         if s.prediction.config == ctx.current || !s.acceptable(ctx.cfg) {
@@ -213,8 +218,13 @@ pub fn best_move(
         }
         let priced = price(ctx, i, s, floor);
         let shape = shape_of(&s.prediction.config);
-        let restart = priced.kind == ChangeKind::FullRestart;
-        if restart && (in_place_only || ctx.carries.is_some_and(|c| !c.contains(&shape))) {
+        let new_shape = shape != shape_of(&ctx.current);
+        let allowed = match moves {
+            Moves::Any => true,
+            Moves::SameShape => !new_shape,
+            Moves::InPlace => priced.kind == ChangeKind::InPlace,
+        };
+        if !allowed || (new_shape && ctx.carries.is_some_and(|c| !c.contains(&shape))) {
             continue;
         }
         let pays =
@@ -260,7 +270,7 @@ fn why_not(ctx: &Context<'_>, index: usize, s: &Scored, current_cost: f64, floor
     }
     let p = price(ctx, index, s, floor);
     let shape = shape_of(&s.prediction.config);
-    if p.kind == ChangeKind::FullRestart && ctx.carries.is_some_and(|c| !c.contains(&shape)) {
+    if shape != shape_of(&ctx.current) && ctx.carries.is_some_and(|c| !c.contains(&shape)) {
         return "its shape cannot carry the peak rate in place".into();
     }
     if p.saving < cfg.min_saving * current_cost {
@@ -417,10 +427,11 @@ mod tests {
     }
 
     #[test]
-    fn an_in_place_rescale_beats_a_restart_to_the_same_cost() {
-        // From 16 one-slot TaskManagers: 8 of the same shape (in place) or 4 two-slot ones with
-        // twice the cores and memory each (a restart) cost the same. Paying the restart's
-        // saving out over the shape dwell made it win; only a cheaper shape earns that credit.
+    fn a_new_shape_earns_no_credit_over_a_rescale_of_the_current_one_to_the_same_cost() {
+        // From 16 one-slot TaskManagers: 8 of the same shape or 4 two-slot ones with twice the
+        // cores and memory each cost the same (both go through a savepoint: fewer
+        // TaskManagers). Paying the new shape's saving out over the shape dwell made it win;
+        // only a cheaper shape earns that credit.
         let cfg = DemeterConfig::default();
         let current: JobConfig = "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s".parse().unwrap();
         let measured: HashSet<Shape> = [
@@ -446,10 +457,11 @@ mod tests {
             scored(&ctx, "p=8,slots=1,mem=2048m,cpu=1,ckpt=10s", 25_000.0),
             scored(&ctx, "p=8,slots=2,mem=4096m,cpu=2,ckpt=10s", 25_000.0),
         ];
-        let verdict = best_move(&ctx, &candidates, false, false);
+        let verdict = best_move(&ctx, &candidates, false, Moves::Any);
         let chosen = verdict.chosen.unwrap();
-        assert_eq!(chosen.kind, ChangeKind::InPlace, "{chosen:?}");
-        assert_eq!(chosen.index, 1);
+        assert_eq!(chosen.index, 1, "{chosen:?}");
+        assert_eq!(chosen.kind, ChangeKind::FullRestart);
+        assert_eq!(chosen.shape_credit, 0.0);
 
         // A shape that is cheaper at the same capacity earns its credit and wins.
         let mut cheaper = candidates.clone();
@@ -458,12 +470,25 @@ mod tests {
             "p=8,slots=2,mem=2048m,cpu=1,ckpt=10s",
             25_000.0,
         ));
-        let chosen = best_move(&ctx, &cheaper, false, false).chosen.unwrap();
-        assert_eq!(chosen.kind, ChangeKind::FullRestart, "{chosen:?}");
+        let chosen = best_move(&ctx, &cheaper, false, Moves::Any).chosen.unwrap();
+        assert_eq!(chosen.index, 3, "{chosen:?}");
         assert!(chosen.shape_credit > 0.0);
 
-        // Restarts can be ruled out (a risk move tries in place first).
-        let chosen = best_move(&ctx, &cheaper, true, true).chosen.unwrap();
-        assert_eq!(chosen.kind, ChangeKind::InPlace);
+        // Restarts can be ruled out (a risk move tries in place first): only more
+        // TaskManagers of the current shape remain; with a batch in flight, only the
+        // current shape (the cheapest of it: p=8 through a savepoint).
+        cheaper.push(scored(
+            &ctx,
+            "p=20,slots=1,mem=2048m,cpu=1,ckpt=10s",
+            50_000.0,
+        ));
+        let chosen = best_move(&ctx, &cheaper, true, Moves::InPlace)
+            .chosen
+            .unwrap();
+        assert_eq!((chosen.index, chosen.kind), (4, ChangeKind::InPlace));
+        let chosen = best_move(&ctx, &cheaper, false, Moves::SameShape)
+            .chosen
+            .unwrap();
+        assert_eq!(chosen.index, 1);
     }
 }

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::choose::{Context, Scored, best_move, profile_batch};
+use super::choose::{Context, Moves, Scored, best_move, profile_batch};
 use super::memory::{Shape, shape_of};
 use super::rates::DecisionRates;
 use super::{DemeterPolicy, InFlight};
@@ -230,7 +230,12 @@ impl DemeterPolicy {
         // In place if that carries at least the risk rate (a restart is a minute or two over
         // the QoS), then restarts into a shape that carries the peak, then any restart.
         let mut by_level: Vec<Option<Vec<Scored>>> = vec![None; levels.len()];
-        'search: for (in_place_only, restrict) in [(true, false), (false, true), (false, false)] {
+        let passes = [
+            (Moves::InPlace, false),
+            (Moves::Any, true),
+            (Moves::Any, false),
+        ];
+        'search: for (moves, restrict) in passes {
             for (k, &rate) in levels.iter().enumerate() {
                 if by_level[k].is_none() {
                     by_level[k] = Some(self.score_all(current, rate, max_cost)?);
@@ -239,7 +244,7 @@ impl DemeterPolicy {
                     continue;
                 };
                 let ctx = self.context(current, restrict.then_some(&carrying));
-                let verdict = best_move(&ctx, scored, true, in_place_only);
+                let verdict = best_move(&ctx, scored, true, moves);
                 if let Some(chosen) = verdict.chosen {
                     let rejected = verdict
                         .best_rejected
@@ -381,14 +386,20 @@ impl DemeterPolicy {
             return Ok(());
         }
         // A batch ordered now or still running (for no longer than a batch should take) may
-        // find a cheaper shape: a restart waits for it. An in-place rescale of the measured
-        // current shape does not depend on what it finds, so it is not held back (profiling
-        // batches deferred for room, or a compressed replay, would otherwise starve every move).
+        // find a cheaper shape: a move onto a new shape waits for it. Another parallelism of
+        // the measured current shape does not depend on what it finds, so it is not held back
+        // (profiling batches deferred for room, or a compressed replay, would otherwise starve
+        // every move).
         let awaiting = self
             .profiling
             .is_some_and(|(_, since)| now_s - since < self.cfg.profile_run_s as f64);
         let ctx = self.context(current, Some(&carrying));
-        let verdict = best_move(&ctx, &scored, false, profiled || awaiting);
+        let moves = if profiled || awaiting {
+            Moves::SameShape
+        } else {
+            Moves::Any
+        };
+        let verdict = best_move(&ctx, &scored, false, moves);
         let Some(chosen) = verdict.chosen else {
             return Ok(());
         };
