@@ -24,6 +24,30 @@ use std::collections::HashSet;
 /// must show more headroom.
 const CAPACITY_SIGMA: f64 = 1.0;
 
+/// A change as far as its downtime goes: the policy learns each class apart. A restart onto
+/// the TaskManagers the job has (a scale-in, or a new checkpoint interval) starts no JVMs; a
+/// restart onto new ones waits for them to start and register.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Downtime {
+    InPlace = 0,
+    RestartOnKept = 1,
+    Restart = 2,
+}
+
+impl Downtime {
+    pub fn of(from: &JobConfig, to: &JobConfig) -> Self {
+        let kept = from.slots_per_tm == to.slots_per_tm
+            && from.tm_memory_mb == to.tm_memory_mb
+            && from.tm_cpu_millis == to.tm_cpu_millis
+            && to.task_managers() <= from.task_managers();
+        match ChangeKind::between(from, to) {
+            ChangeKind::InPlace => Self::InPlace,
+            ChangeKind::FullRestart if kept => Self::RestartOnKept,
+            ChangeKind::FullRestart => Self::Restart,
+        }
+    }
+}
+
 /// What the decision knows besides the predictions.
 #[derive(Debug, Clone)]
 pub struct Context<'a> {
@@ -34,8 +58,8 @@ pub struct Context<'a> {
     pub current: JobConfig,
     /// Rate now: what builds the backlog during a change.
     pub rate_now: f64,
-    /// Seconds a change is down, (in place, full restart).
-    pub downtime_s: (f64, f64),
+    /// Seconds a change is down, per [`Downtime`] class.
+    pub downtime_s: [f64; 3],
     /// Shapes production or profiling has measured.
     pub measured: &'a HashSet<Shape>,
     /// Shapes whose largest in-place configuration is acceptable at the peak rate: the only
@@ -142,10 +166,7 @@ pub struct Priced {
 pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, same_shape_floor: f64) -> Priced {
     let to = scored.prediction.config;
     let kind = ChangeKind::between(&ctx.current, &to);
-    let downtime = match kind {
-        ChangeKind::InPlace => ctx.downtime_s.0,
-        ChangeKind::FullRestart => ctx.downtime_s.1,
-    };
+    let downtime = ctx.downtime_s[Downtime::of(&ctx.current, &to) as usize];
     let spare = scored.prediction.capacity.median() - ctx.rate_now;
     let catch_up = if spare > 0.0 {
         ctx.rate_now * downtime / spare
@@ -427,6 +448,21 @@ mod tests {
     }
 
     #[test]
+    fn a_restart_onto_the_taskmanagers_the_job_has_is_its_own_downtime_class() {
+        let c = |t: &str| -> JobConfig { t.parse().unwrap() };
+        let from = c("p=4,slots=2,mem=2g,cpu=1,ckpt=10s");
+        for (to, class) in [
+            ("p=6,slots=2,mem=2g,cpu=1,ckpt=10s", Downtime::InPlace),
+            ("p=2,slots=2,mem=2g,cpu=1,ckpt=10s", Downtime::RestartOnKept),
+            ("p=4,slots=2,mem=2g,cpu=1,ckpt=30s", Downtime::RestartOnKept),
+            ("p=6,slots=2,mem=2g,cpu=1,ckpt=30s", Downtime::Restart),
+            ("p=4,slots=2,mem=3g,cpu=1,ckpt=10s", Downtime::Restart),
+        ] {
+            assert_eq!(Downtime::of(&from, &c(to)), class, "{to}");
+        }
+    }
+
+    #[test]
     fn a_new_shape_earns_no_credit_over_a_rescale_of_the_current_one_to_the_same_cost() {
         // From 16 one-slot TaskManagers: 8 of the same shape or 4 two-slot ones with twice the
         // cores and memory each cost the same (both go through a savepoint: fewer
@@ -447,7 +483,7 @@ mod tests {
             reference: (24.0, 98_304.0),
             current,
             rate_now: 10_000.0,
-            downtime_s: (5.0, 30.0),
+            downtime_s: [5.0, 30.0, 30.0],
             measured: &measured,
             carries: None,
             may_carry: None,

@@ -109,7 +109,9 @@ pub struct DemeterConfig {
     /// what a full restart's saving is paid out over. Longer than `expected_dwell_s`, because
     /// the rescales that follow keep the shape and go in place.
     pub shape_dwell_s: u64,
-    /// Downtime guesses before the first measurement (seconds); learned from outcomes after.
+    /// Downtime guesses before the first measurement (seconds); learned from outcomes after,
+    /// apart for in-place rescales, restarts onto the TaskManagers the job has and restarts
+    /// onto new ones (the restart guess starts both).
     pub initial_restart_downtime_s: f64,
     pub initial_inplace_downtime_s: f64,
     /// Minimum seconds between two QoS-risk moves (unless latency is observed over the QoS).

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::choose::{Context, Moves, Scored, best_move, profile_batch};
+use super::choose::{Context, Downtime, Moves, Scored, best_move, profile_batch};
 use super::memory::{Shape, shape_of};
 use super::rates::DecisionRates;
 use super::{DemeterPolicy, InFlight};
@@ -337,7 +337,7 @@ impl DemeterPolicy {
         tracing::info!(policy = "demeter", %from, %to, ?kind, reason = ?decision.reason, "reconfigure");
         self.in_flight = Some(InFlight {
             to,
-            kind,
+            downtime: Downtime::of(&from, &to),
             since_s: now_s,
             risk: matches!(
                 decision.reason,

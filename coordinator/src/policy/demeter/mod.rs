@@ -46,7 +46,7 @@ use crate::Result;
 use crate::models::observations::Observation;
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::models::surrogate::Qos;
-use crate::policy::{Action, ChangeKind, ForecastSummary, JobTick, Policy, ReconfigureOutcome};
+use crate::policy::{Action, ForecastSummary, JobTick, Policy, ReconfigureOutcome};
 
 pub use config::DemeterConfig;
 use memory::Memory;
@@ -70,7 +70,7 @@ pub fn demeter_policy(
 #[derive(Debug, Clone, Copy)]
 struct InFlight {
     to: JobConfig,
-    kind: ChangeKind,
+    downtime: choose::Downtime,
     since_s: f64,
     /// Ordered for a QoS risk (or the safe default), not for a saving.
     risk: bool,
@@ -103,8 +103,8 @@ pub struct DemeterPolicy {
     last_change_risk: bool,
     last_risk_move_s: Option<f64>,
     last_profile_s: Option<f64>,
-    /// Learned downtime per change kind (in place, full restart).
-    downtime_s: (f64, f64),
+    /// Learned downtime per [`choose::Downtime`] class.
+    downtime_s: [f64; 3],
     started_s: Option<f64>,
     next_risk_s: f64,
     next_optimise_s: f64,
@@ -147,10 +147,11 @@ impl DemeterPolicy {
                 cfg.max_changes_per_season / cfg.season_s.max(1) as f64,
                 cfg.change_burst,
             ),
-            downtime_s: (
+            downtime_s: [
                 cfg.initial_inplace_downtime_s,
                 cfg.initial_restart_downtime_s,
-            ),
+                cfg.initial_restart_downtime_s,
+            ],
             candidates,
             qos,
             safe,
@@ -188,14 +189,11 @@ impl DemeterPolicy {
         self.budget.spent()
     }
 
-    fn learn_downtime(&mut self, kind: ChangeKind, seconds: f64) {
+    fn learn_downtime(&mut self, class: choose::Downtime, seconds: f64) {
         if !(seconds.is_finite() && seconds >= 0.0) {
             return;
         }
-        let slot = match kind {
-            ChangeKind::InPlace => &mut self.downtime_s.0,
-            ChangeKind::FullRestart => &mut self.downtime_s.1,
-        };
+        let slot = &mut self.downtime_s[class as usize];
         *slot += DOWNTIME_SMOOTHING * (seconds - *slot);
     }
 
@@ -313,7 +311,7 @@ impl Policy for DemeterPolicy {
             && outcome.succeeded
         {
             debug_assert_eq!(flight.to, outcome.running);
-            self.learn_downtime(flight.kind, outcome.downtime_s);
+            self.learn_downtime(flight.downtime, outcome.downtime_s);
         }
         self.current = Some(outcome.running);
         self.last_change_s = Some(now_s);

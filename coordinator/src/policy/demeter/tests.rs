@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 
 use super::*;
 use crate::models::surrogate::Qos;
+use crate::policy::ChangeKind;
 use crate::policy::decision::Reason;
 use crate::policy::{Action, JobPhase, JobTick, Policy, ReconfigureOutcome};
 use crate::twin::truth::{GroundTruth, standard_normal};
