@@ -68,10 +68,7 @@ pub fn adds_taskmanagers(from: &JobConfig, to: &JobConfig) -> bool {
 
 /// Whether going from `from` to `to` needs new TaskManager processes.
 pub fn taskmanagers_change(from: &JobConfig, to: &JobConfig) -> bool {
-    from.task_managers() != to.task_managers()
-        || from.slots_per_tm != to.slots_per_tm
-        || from.tm_memory_mb != to.tm_memory_mb
-        || from.tm_cpu_millis != to.tm_cpu_millis
+    from.task_managers() != to.task_managers() || !from.same_taskmanager_shape(to)
 }
 
 /// TaskManager ids of a job: `<job>-tm<i>`. Stable across configurations, so a memory change

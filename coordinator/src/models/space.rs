@@ -37,6 +37,14 @@ impl JobConfig {
         self.parallelism.div_ceil(self.slots_per_tm.max(1))
     }
 
+    /// Same TaskManager process shape (slots, memory, CPU): one's TaskManagers can run the
+    /// other without a JVM restart.
+    pub fn same_taskmanager_shape(&self, other: &JobConfig) -> bool {
+        self.slots_per_tm == other.slots_per_tm
+            && self.tm_memory_mb == other.tm_memory_mb
+            && self.tm_cpu_millis == other.tm_cpu_millis
+    }
+
     pub fn tm_cpu_cores(&self) -> f64 {
         f64::from(self.tm_cpu_millis) / 1000.0
     }

@@ -84,9 +84,7 @@ impl ChangeKind {
     /// (after a rescale Flink, not Demeter, decides which TaskManagers keep the job's slots,
     /// so stopping one under a running job could kill its tasks).
     pub fn between(from: &JobConfig, to: &JobConfig) -> ChangeKind {
-        let same_shape = from.slots_per_tm == to.slots_per_tm
-            && from.tm_memory_mb == to.tm_memory_mb
-            && from.tm_cpu_millis == to.tm_cpu_millis
+        let same_shape = from.same_taskmanager_shape(to)
             && from.checkpoint_interval_s == to.checkpoint_interval_s;
         if same_shape && to.task_managers() >= from.task_managers() {
             ChangeKind::InPlace

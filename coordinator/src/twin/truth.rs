@@ -312,10 +312,7 @@ impl GroundTruth {
     /// Seconds spent starting TaskManagers on the way from `from` to `to`: none when `to` runs
     /// on some of `from`'s (a scale-in only stops the spare ones).
     pub fn taskmanager_start_s(&self, from: &JobConfig, to: &JobConfig) -> f64 {
-        let same_shape = from.slots_per_tm == to.slots_per_tm
-            && from.tm_memory_mb == to.tm_memory_mb
-            && from.tm_cpu_millis == to.tm_cpu_millis;
-        if same_shape && to.task_managers() <= from.task_managers() {
+        if from.same_taskmanager_shape(to) && to.task_managers() <= from.task_managers() {
             0.0
         } else {
             self.tm_start_s

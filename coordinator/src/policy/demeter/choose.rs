@@ -36,10 +36,7 @@ pub enum Downtime {
 
 impl Downtime {
     pub fn of(from: &JobConfig, to: &JobConfig) -> Self {
-        let kept = from.slots_per_tm == to.slots_per_tm
-            && from.tm_memory_mb == to.tm_memory_mb
-            && from.tm_cpu_millis == to.tm_cpu_millis
-            && to.task_managers() <= from.task_managers();
+        let kept = from.same_taskmanager_shape(to) && to.task_managers() <= from.task_managers();
         match ChangeKind::between(from, to) {
             ChangeKind::InPlace => Self::InPlace,
             ChangeKind::FullRestart if kept => Self::RestartOnKept,
