@@ -52,6 +52,13 @@ impl Observation {
         let (lo, hi) = CAPACITY_BUSY_BAND;
         (busy >= lo && busy <= hi && self.rate > 0.0).then(|| self.rate / busy)
     }
+
+    /// Saturated (busy above [`CAPACITY_BUSY_BAND`]): the job could not take more than the
+    /// offered rate, so its capacity is at most `rate`. An upper bound, not a measurement.
+    pub fn capacity_bound(&self) -> Option<f64> {
+        let busy = self.busy_fraction?;
+        (busy > CAPACITY_BUSY_BAND.1 && self.rate > 0.0).then_some(self.rate)
+    }
 }
 
 /// The CSV row exactly as written; field names are the column names.
@@ -261,14 +268,18 @@ mod tests {
     }
 
     #[test]
-    fn saturated_or_idle_rows_give_no_capacity() {
+    fn saturated_rows_bound_capacity_and_idle_rows_give_nothing() {
         let mut o = parse_csv(
             &format!("{HEADER}\n12,2,2048,1.5,30,20000,0.99,180,95,7.1,9000\n"),
             "t.csv",
         )
         .unwrap()[0];
         assert_eq!(o.capacity_estimate(), None);
+        assert_eq!(o.capacity_bound(), Some(20_000.0));
         o.busy_fraction = Some(0.01);
         assert_eq!(o.capacity_estimate(), None);
+        assert_eq!(o.capacity_bound(), None);
+        o.busy_fraction = Some(0.5);
+        assert_eq!(o.capacity_bound(), None, "a measurement is not a bound");
     }
 }

@@ -9,8 +9,8 @@
 //!   configuration is log-linear:
 //!   `ln cap = c0 + α·ln p + β·ln(cpu/slot) + μ·ln(mem/slot / 1 GB) + κ·(10 s / interval)`:
 //!   α < 1 is diminishing returns in parallelism, μ the memory/GC effect,
-//!   κ the checkpoint cost. Ridge terms pull α towards 1 and the rest towards 0, so two or three
-//!   observations already give a usable model.
+//!   κ the checkpoint cost. Ridge terms pull α towards 1, β towards ½ and the rest towards 0,
+//!   so two or three observations already give a usable model.
 //! - **Latency** (p95): `base · (1 + k · ρ/(1 − ρ))` with utilisation `ρ = rate / capacity`,
 //!   held at its ρ = 0.95 value beyond, plus the backlog a measurement window `W` builds when
 //!   ρ > 1 (`W · (ρ − 1)` seconds). Fitted: `base`, `k`, `W`.
@@ -222,15 +222,19 @@ fn capacity_features(config: &JobConfig) -> [f64; CAPACITY_FEATURES] {
 }
 
 /// Robust ridge regression of ln(rate / busy) on the capacity features. Ridge targets: linear
-/// scaling in parallelism (α = 1, what DS2 assumes), no CPU/memory/checkpoint effect. The
-/// intercept is barely regularised; without any capacity measurement it falls back to
-/// 1,000 events/s per slot — a placeholder the GP residual has to correct.
+/// scaling in parallelism (α = 1, what DS2 assumes); capacity growing with the square root of
+/// a slot's CPU share (β = ½: halfway between "CPU does not matter" and "purely CPU-bound" —
+/// with β = 0, which production alone cannot contradict since it runs one CPU share, a quarter
+/// core per slot looked as fast as a whole one, and profiling batches were spent on such
+/// shapes); no memory or checkpoint effect. The intercept is barely regularised; without any
+/// capacity measurement it falls back to 1,000 events/s per slot — a placeholder the GP
+/// residual has to correct.
 fn fit_capacity(observations: &[Observation]) -> [f64; CAPACITY_FEATURES] {
     let rows: Vec<([f64; CAPACITY_FEATURES], f64)> = observations
         .iter()
         .filter_map(|o| Some((capacity_features(&o.config), o.capacity_estimate()?.ln())))
         .collect();
-    let target = [1000f64.ln(), 1.0, 0.0, 0.0, 0.0];
+    let target = [1000f64.ln(), 1.0, 0.5, 0.0, 0.0];
     let ridge = [1e-4, 0.05, 0.05, 0.05, 0.05];
     let mut weights = vec![1.0; rows.len()];
     let mut coeffs = target;

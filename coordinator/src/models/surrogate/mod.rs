@@ -23,9 +23,11 @@ use crate::Result;
 use crate::models::gp::{FitOptions, Gp, Hyperparameters, MeanFn, ZeroMean};
 use crate::models::observations::Observation;
 use crate::models::physics::{LATENCY_CAP_MS, PhysicsPrior, RECOVERY_CAP_S, median};
-use crate::models::space::{JobConfig, SearchSpace};
+use crate::models::space::{INPUT_DIMS, JobConfig, SearchSpace};
 
+mod bounds;
 mod prediction;
+use bounds::CapacityBounds;
 pub use prediction::{ConfigPrediction, Estimate, Qos, feasible_pareto};
 
 /// Log-space standard deviation reported for an outcome no observation has informed yet.
@@ -34,6 +36,12 @@ pub const UNFITTED_LOG_SD: f64 = 1.5;
 const MAX_RESIDUAL: f64 = 1.0;
 /// Fewer rows than this for an outcome and no GP is fitted (prior only).
 const MIN_ROWS: usize = 2;
+/// Least signal variance (log space) of a physics GP: how far the prior may be off for a
+/// configuration nothing near it was measured on. The fit standardises residuals, so data from
+/// one configuration (production before any profiling: residuals ≈ noise) would otherwise
+/// claim the prior exact everywhere — an unmeasured shape's capacity then came with a standard
+/// deviation of 0, and a copy that drowned at a third of its predicted capacity hardly moved it.
+const MIN_SIGNAL_VARIANCE: f64 = 0.3 * 0.3;
 
 /// Hyperparameter search suited to these surrogates: a noise floor (outcomes are measured
 /// with noise; without a floor the GP may interpolate it) and lengthscales of at least a tenth
@@ -81,6 +89,7 @@ pub struct Surrogate {
     physics: PhysicsPrior,
     observations: Vec<Observation>,
     gps: [Option<Gp>; 3],
+    capacity_bounds: Arc<CapacityBounds>,
 }
 
 /// Either fit hyperparameters or reuse saved ones.
@@ -141,15 +150,31 @@ impl Surrogate {
         hyper: Hyper<'_>,
     ) -> Result<Self> {
         let x = |o: &Observation| space.normalise(&o.config, o.rate).to_vec();
-        let fit = |index: usize, rows: Vec<(Vec<f64>, f64)>, mean: Arc<dyn MeanFn>| {
-            fit_outcome(index, rows, mean, &hyper, prior)
+        let fit = |index, rows: Vec<_>, measured, mean| {
+            fit_outcome(index, rows, measured, mean, &hyper, prior)
         };
 
-        let capacity_rows = observations
+        // A saturated run bounds capacity from above; where the prior believes more, the row
+        // pins capacity at the bound (the most it can be), else it adds nothing. Without it a
+        // profiled copy that drowned taught the capacity model nothing, and the same hopeless
+        // candidate was profiled again. The row teaches the neighbours; the configuration
+        // itself is capped at the bound (the GP alone shrinks one row towards the prior).
+        let capacity_bounds = Arc::new(CapacityBounds::new(space, observations));
+        let mut capacity_rows: Vec<(Vec<f64>, f64)> = observations
             .iter()
-            .filter_map(|o| Some((x(o), o.capacity_estimate()?.ln())))
+            .filter_map(|o| Some((capacity_input(&x(o)), o.capacity_estimate()?.ln())))
             .collect();
-        let capacity_gp = fit(0, capacity_rows, capacity_mean(space, &physics, prior))?;
+        let measured = capacity_rows.len();
+        capacity_rows.extend(observations.iter().filter_map(|o| {
+            let bound = o.capacity_bound()?;
+            (physics.capacity(&o.config) > bound).then(|| (capacity_input(&x(o)), bound.ln()))
+        }));
+        let capacity_gp = fit(
+            0,
+            capacity_rows,
+            measured,
+            capacity_mean(space, &physics, prior),
+        )?;
 
         if prior == PriorMean::Physics
             && matches!(hyper, Hyper::Fit(_))
@@ -157,11 +182,17 @@ impl Surrogate {
         {
             // Re-fit latency/recovery scalars against the corrected capacity they will be
             // evaluated with, so the prior and its use agree.
-            let corrected = CorrectedCapacity::new(space, &physics, Some(gp.clone()));
+            let corrected =
+                CorrectedCapacity::new(space, &physics, Some(gp.clone()), &capacity_bounds);
             let capacities: Vec<f64> = observations.iter().map(|o| corrected.at(&x(o))).collect();
             physics.fit_dynamics(observations, &capacities);
         }
-        let corrected = Arc::new(CorrectedCapacity::new(space, &physics, capacity_gp.clone()));
+        let corrected = Arc::new(CorrectedCapacity::new(
+            space,
+            &physics,
+            capacity_gp.clone(),
+            &capacity_bounds,
+        ));
 
         let latency_rows = observations
             .iter()
@@ -177,7 +208,7 @@ impl Surrogate {
                 })
             }
         };
-        let latency_gp = fit(1, latency_rows, latency_mean)?;
+        let latency_gp = fit(1, latency_rows, usize::MAX, latency_mean)?;
 
         let recovery_rows = observations
             .iter()
@@ -194,7 +225,7 @@ impl Surrogate {
                 })
             }
         };
-        let recovery_gp = fit(2, recovery_rows, recovery_mean)?;
+        let recovery_gp = fit(2, recovery_rows, usize::MAX, recovery_mean)?;
 
         Ok(Surrogate {
             space: space.clone(),
@@ -202,6 +233,7 @@ impl Surrogate {
             physics,
             observations: observations.to_vec(),
             gps: [capacity_gp, latency_gp, recovery_gp],
+            capacity_bounds,
         })
     }
 
@@ -230,21 +262,25 @@ impl Surrogate {
     /// Median capacity of every configuration in `configs` at `rate`, from the posterior mean
     /// alone (no variance): cheap enough to screen candidates before [`Self::predict_many`].
     pub fn capacity_medians(&self, configs: &[JobConfig], rate: f64) -> Result<Vec<f64>> {
+        let xs: Vec<Vec<f64>> = configs
+            .iter()
+            .map(|c| self.space.normalise(c, rate).to_vec())
+            .collect();
         match &self.gps[0] {
-            Some(gp) => {
-                let xs: Vec<Vec<f64>> = configs
-                    .iter()
-                    .map(|c| self.space.normalise(c, rate).to_vec())
-                    .collect();
-                Ok(gp
-                    .predict_mean_batch(&xs)?
-                    .into_iter()
-                    .map(f64::exp)
-                    .collect())
-            }
+            Some(gp) => Ok(gp
+                .predict_mean_batch(&xs.iter().map(|x| capacity_input(x)).collect::<Vec<_>>())?
+                .into_iter()
+                .zip(&xs)
+                .map(|(m, x)| self.capacity_bounds.cap(x, m).exp())
+                .collect()),
             None => Ok(configs
                 .iter()
-                .map(|c| self.unfitted(0, c, rate).median())
+                .zip(&xs)
+                .map(|(c, x)| {
+                    self.capacity_bounds
+                        .cap(x, self.unfitted(0, c, rate).log_mean)
+                        .exp()
+                })
                 .collect()),
         }
     }
@@ -259,7 +295,12 @@ impl Surrogate {
         for (index, gp) in self.gps.iter().enumerate() {
             let estimates: Vec<Estimate> = match gp {
                 Some(gp) => {
-                    let p = gp.predict_batch(&xs)?;
+                    let p = if index == 0 {
+                        let inputs: Vec<Vec<f64>> = xs.iter().map(|x| capacity_input(x)).collect();
+                        gp.predict_batch(&inputs)?
+                    } else {
+                        gp.predict_batch(&xs)?
+                    };
                     p.mean
                         .iter()
                         .zip(&p.variance)
@@ -282,7 +323,10 @@ impl Surrogate {
             .map(|(i, config)| ConfigPrediction {
                 config: *config,
                 rate,
-                capacity: per_outcome[0][i],
+                capacity: Estimate {
+                    log_mean: self.capacity_bounds.cap(&xs[i], per_outcome[0][i].log_mean),
+                    ..per_outcome[0][i]
+                },
                 latency_p95_ms: per_outcome[1][i],
                 recovery_s: per_outcome[2][i],
             })
@@ -307,9 +351,12 @@ impl Surrogate {
     }
 }
 
+/// `rows[..measured]` are measurements, the rest bounds: only measurements centre the
+/// residuals (bounds are one-sided, so their median would shift every prediction down).
 fn fit_outcome(
     index: usize,
     rows: Vec<(Vec<f64>, f64)>,
+    measured: usize,
     mean: Arc<dyn MeanFn>,
     hyper: &Hyper<'_>,
     prior: PriorMean,
@@ -333,10 +380,17 @@ fn fit_outcome(
             // error means a huge latency error) would then shift every prediction. The physics
             // scalars were fitted with a robust loss, so centre on the median instead.
             let fitted = Gp::fit(&xs, &ys, mean.clone(), options)?;
-            let residuals: Vec<f64> = xs.iter().zip(&ys).map(|(x, y)| y - mean.mean(x)).collect();
+            let residuals: Vec<f64> = xs
+                .iter()
+                .zip(&ys)
+                .take(measured)
+                .map(|(x, y)| y - mean.mean(x))
+                .collect();
+            let fitted = fitted.hyperparameters();
             let hyper = Hyperparameters {
                 mean_offset: median(&residuals),
-                ..fitted.hyperparameters().clone()
+                signal_variance: fitted.signal_variance.max(MIN_SIGNAL_VARIANCE),
+                ..fitted.clone()
             };
             Gp::new(&xs, &ys, mean, hyper)?
         }
@@ -360,20 +414,39 @@ fn capacity_mean(space: &SearchSpace, physics: &PhysicsPrior, prior: PriorMean) 
     }
 }
 
+/// The capacity GP's input for GP input `x`: the configuration alone. Capacity (rate / busy)
+/// is a property of the configuration; with the rate as an input, busy-fraction noise at the
+/// rates production happened to run made capacity trends in the rate, extrapolated to the
+/// forecast peak (the median swung by a fifth between epochs while claiming ±2 %).
+fn capacity_input(x: &[f64]) -> Vec<f64> {
+    let mut input = x.to_vec();
+    if let Some(rate) = input.get_mut(INPUT_DIMS - 1) {
+        *rate = 0.0;
+    }
+    input
+}
+
 /// Capacity as the latency and recovery priors see it: the capacity GP's posterior mean where
-/// there is one, the log-linear prior otherwise.
+/// there is one, the log-linear prior otherwise; never above a saturated run's bound.
 struct CorrectedCapacity {
     space: SearchSpace,
     physics: PhysicsPrior,
     gp: Option<Gp>,
+    bounds: Arc<CapacityBounds>,
 }
 
 impl CorrectedCapacity {
-    fn new(space: &SearchSpace, physics: &PhysicsPrior, gp: Option<Gp>) -> Self {
+    fn new(
+        space: &SearchSpace,
+        physics: &PhysicsPrior,
+        gp: Option<Gp>,
+        bounds: &Arc<CapacityBounds>,
+    ) -> Self {
         CorrectedCapacity {
             space: space.clone(),
             physics: physics.clone(),
             gp,
+            bounds: bounds.clone(),
         }
     }
 
@@ -381,9 +454,11 @@ impl CorrectedCapacity {
         let learned = self
             .gp
             .as_ref()
-            .and_then(|gp| gp.predict_mean(x).ok())
+            .and_then(|gp| gp.predict_mean(&capacity_input(x)).ok())
             .map(f64::exp);
-        learned.unwrap_or_else(|| self.physics.capacity(&self.space.denormalise(x).0))
+        let capacity =
+            learned.unwrap_or_else(|| self.physics.capacity(&self.space.denormalise(x).0));
+        self.bounds.cap(x, capacity.ln()).exp()
     }
 }
 

@@ -143,3 +143,69 @@ fn pareto_keeps_only_feasible_undominated_configs() {
     assert_eq!(front[0].total_cpu_cores(), 4.0);
     assert_eq!(front[1].total_memory_mb(), 2048.0);
 }
+
+/// Production before any profiling: one configuration at many rates.
+fn production_only() -> (SearchSpace, Vec<Observation>) {
+    let space = SearchSpace::default();
+    let observations = truth().sample(
+        &[JobConfig::paper_default()],
+        (2_000.0, 30_000.0),
+        30,
+        &mut StdRng::seed_from_u64(4),
+    );
+    (space, observations)
+}
+
+#[test]
+fn production_alone_leaves_other_shapes_uncertain() {
+    let (space, observations) = production_only();
+    let model = Surrogate::fit(&space, &observations, PriorMean::Physics, &fit_options(0)).unwrap();
+    let measured = model
+        .predict(&JobConfig::paper_default(), 10_000.0)
+        .unwrap();
+    let far: JobConfig = "p=16,slots=4,mem=1g,cpu=1,ckpt=30".parse().unwrap();
+    let unmeasured = model.predict(&far, 10_000.0).unwrap();
+    assert!(
+        unmeasured.capacity.log_sd >= 0.25,
+        "capacity of a shape never run: ±{}",
+        unmeasured.capacity.log_sd
+    );
+    assert!(
+        unmeasured.capacity.log_sd > 2.0 * measured.capacity.log_sd,
+        "unmeasured ±{} vs measured ±{}",
+        unmeasured.capacity.log_sd,
+        measured.capacity.log_sd
+    );
+}
+
+#[test]
+fn a_drowned_copy_caps_the_capacity_of_its_shape() {
+    let (space, mut observations) = production_only();
+    let drowned: JobConfig = "p=16,slots=4,mem=1g,cpu=1,ckpt=30".parse().unwrap();
+    let before = Surrogate::fit(&space, &observations, PriorMean::Physics, &fit_options(0))
+        .unwrap()
+        .predict(&drowned, 20_000.0)
+        .unwrap()
+        .capacity
+        .median();
+    let offered = before / 3.0;
+    observations.push(Observation {
+        config: drowned,
+        rate: offered,
+        busy_fraction: Some(1.0),
+        latency_p95_ms: 60_000.0,
+        recovery_s: None,
+        cpu_cores: 4.0,
+        memory_mb: 4_096.0,
+    });
+    let after = Surrogate::fit(&space, &observations, PriorMean::Physics, &fit_options(0))
+        .unwrap()
+        .predict(&drowned, 20_000.0)
+        .unwrap()
+        .capacity
+        .median();
+    assert!(
+        after < 1.3 * offered,
+        "drowned at {offered:.0}/s, predicted {before:.0} before and {after:.0} after"
+    );
+}

@@ -42,6 +42,18 @@ impl DemeterPolicy {
     /// what costs more can be neither a saving nor an allowed risk move, so it is not predicted;
     /// nor is what the headroom rule excludes whatever its uncertainty.
     fn score_all(&self, current: JobConfig, rate: f64, max_cost: f64) -> Result<Vec<Scored>> {
+        self.score(current, rate, max_cost, true)
+    }
+
+    /// [`Self::score_all`], with the headroom screen or without it (a last-resort risk move
+    /// when nothing has the headroom: the strongest candidate is still better than drowning).
+    fn score(
+        &self,
+        current: JobConfig,
+        rate: f64,
+        max_cost: f64,
+        headroom: bool,
+    ) -> Result<Vec<Scored>> {
         let Some(surrogate) = self.model.surrogate() else {
             return Ok(Vec::new());
         };
@@ -52,7 +64,11 @@ impl DemeterPolicy {
             .copied()
             .filter(|c| ctx.cost(c) <= max_cost * (1.0 + 1e-9) && *c != current)
             .collect();
-        let mut configs = self.with_headroom(&cheap_enough, rate)?;
+        let mut configs = if headroom {
+            self.with_headroom(&cheap_enough, rate)?
+        } else {
+            cheap_enough
+        };
         configs.push(current);
         Ok(surrogate
             .predict_many(&configs, rate)?
@@ -238,7 +254,8 @@ impl DemeterPolicy {
         'search: for (moves, restrict) in passes {
             for (k, &rate) in levels.iter().enumerate() {
                 if by_level[k].is_none() {
-                    by_level[k] = Some(self.score_all(current, rate, max_cost)?);
+                    let scored = self.score_all(current, rate, max_cost)?;
+                    by_level[k] = Some(stronger_than_current(scored, current));
                 }
                 let Some(scored) = by_level[k].as_deref() else {
                     continue;
@@ -255,17 +272,34 @@ impl DemeterPolicy {
             }
         }
         if found.is_none() {
-            let scored = self.score_all(current, rates.risk, max_cost)?;
+            let scored = self.score(current, rates.risk, max_cost, false)?;
+            let scored = stronger_than_current(scored, current);
             let ctx = self.context(current, None);
+            // Likeliest to meet the QoS; where none is likely at all (every one past the
+            // headroom at this rate), the likeliest to carry it: without that tie-break a job
+            // drowning at a rate nothing allowed is believed to meet stayed where it was.
+            let odds = |s: &Scored| {
+                (
+                    s.usable_probability(&self.cfg),
+                    s.p_feasible,
+                    s.prediction.capacity.log_mean,
+                )
+            };
+            let better = |a: (f64, f64, f64), b: (f64, f64, f64)| {
+                a.0.total_cmp(&b.0)
+                    .then(a.1.total_cmp(&b.1))
+                    .then(a.2.total_cmp(&b.2))
+            };
+            // Only a violation seen, not one forecast, justifies a leap into an unmeasured
+            // shape: its odds are the model's extrapolation, and a risk move into one that then
+            // drowned cost more than the risk it fled.
+            let leap = self.observed_violation();
             let likeliest = scored
                 .iter()
                 .filter(|s| s.prediction.config != current)
+                .filter(|s| leap || s.measured)
                 .max_by(|a, b| {
-                    let (pa, pb) = (
-                        a.usable_probability(&self.cfg),
-                        b.usable_probability(&self.cfg),
-                    );
-                    pa.total_cmp(&pb).then_with(|| {
+                    better(odds(a), odds(b)).then_with(|| {
                         let floor = ctx.cost(&current);
                         let (ia, ib) = (
                             super::choose::price(&ctx, 0, a, floor).change_cost,
@@ -274,19 +308,17 @@ impl DemeterPolicy {
                         ib.total_cmp(&ia)
                     })
                 });
-            let current_p = scored
-                .iter()
-                .find(|s| s.prediction.config == current)
-                .map_or(p_current, |s| s.usable_probability(&self.cfg));
+            let stay = scored.iter().find(|s| s.prediction.config == current);
+            let current_p = stay.map_or(p_current, |s| s.usable_probability(&self.cfg));
+            let current_odds = stay.map_or((p_current, p_current, f64::NEG_INFINITY), odds);
             if let Some(best) = likeliest
-                && best.usable_probability(&self.cfg) > current_p
+                && better(odds(best), current_odds).is_gt()
             {
                 let why = format!(
                     "staying: P(feasible) {current_p:.2}; nothing is acceptable at {:.0}/s, the \
                      move is to the likeliest to meet the QoS",
                     rates.risk
                 );
-                let stay = scored.iter().find(|s| s.prediction.config == current);
                 let rejected = stay.map(|s| (s.numbers(), why));
                 found = Some((rates.risk, *best, rejected));
             }
@@ -439,10 +471,17 @@ impl DemeterPolicy {
         let mut available = self.budget.available(now_s);
         let ctx = self.context(current, Some(carrying));
         let run_s = self.cfg.profile_run_s as f64;
-        // A copy may take its share of what the budget holds, so a batch has several copies.
-        let per_copy = available / (self.cfg.max_copies as f64 * run_s);
+        // A copy may take half of what the budget holds, so a batch can compare two: an equal
+        // share among `max_copies` left nothing plausible to profile when the job needs most
+        // of its cores (the ranking charges each copy its running cost anyway). After a batch
+        // that only taught where the job drowns, any copy the budget can pay for may go.
+        let per_copy = available / (self.cfg.max_copies.min(2) as f64 * run_s);
         let q = self.cfg.max_copies;
-        let Some(batch) = profile_batch(&ctx, scored, q, per_copy)? else {
+        let mut batch = profile_batch(&ctx, scored, q, per_copy)?;
+        if batch.is_none() && self.last_batch_drowned {
+            batch = profile_batch(&ctx, scored, q, available / run_s)?;
+        }
+        let Some(batch) = batch else {
             return Ok(false);
         };
         // Keep the picks (best first) the budget can pay for.
@@ -502,4 +541,29 @@ impl DemeterPolicy {
         });
         Ok(true)
     }
+}
+
+/// Least capacity gain of a QoS-risk move's target over the current configuration.
+const RISK_MOVE_MIN_GAIN: f64 = 1.05;
+
+/// The current configuration and the candidates predicted to carry clearly more. The current
+/// one is at risk because the rate nears what it carries, so a move that adds no capacity
+/// cannot help; yet one whose capacity rests on older, fewer measurements often looked likelier
+/// than the current one, whose recent overloads and failures the model had just absorbed, and
+/// risk moves flapped between TaskManager memory sizes of equal capacity.
+fn stronger_than_current(scored: Vec<Scored>, current: JobConfig) -> Vec<Scored> {
+    let Some(now) = scored
+        .iter()
+        .find(|s| s.prediction.config == current)
+        .map(|s| s.prediction.capacity.median())
+    else {
+        return scored;
+    };
+    scored
+        .into_iter()
+        .filter(|s| {
+            s.prediction.config == current
+                || s.prediction.capacity.median() >= RISK_MOVE_MIN_GAIN * now
+        })
+        .collect()
 }

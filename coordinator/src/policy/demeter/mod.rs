@@ -102,6 +102,8 @@ pub struct DemeterPolicy {
     /// The last change was a QoS-risk move.
     last_change_risk: bool,
     last_risk_move_s: Option<f64>,
+    /// Every copy of the last profiling batch missed the QoS.
+    last_batch_drowned: bool,
     last_profile_s: Option<f64>,
     /// Learned downtime per [`choose::Downtime`] class.
     downtime_s: [f64; 3],
@@ -165,6 +167,7 @@ impl DemeterPolicy {
             last_change_s: None,
             last_change_risk: false,
             last_risk_move_s: None,
+            last_batch_drowned: false,
             last_profile_s: None,
             started_s: None,
             next_risk_s: 0.0,
@@ -295,7 +298,25 @@ impl Policy for DemeterPolicy {
             results = results.len(),
             "profiling results"
         );
+        for r in results {
+            tracing::debug!(
+                policy = "demeter",
+                batch,
+                config = %r.config,
+                rate = r.rate,
+                busy = r.busy_fraction,
+                latency_ms = r.latency_p95_ms,
+                recovery_s = r.recovery_s,
+                "profiled copy"
+            );
+        }
         self.memory.record_profiled(results);
+        // Saturated copies teach only where the job cannot run; the next batch may then spend
+        // the budget on fewer, larger copies (see `maybe_profile`).
+        self.last_batch_drowned = !results.is_empty()
+            && results.iter().all(|r| {
+                r.capacity_bound().is_some() || r.latency_p95_ms > self.qos.latency_p95_ms
+            });
         if self.profiling.is_some_and(|(b, _)| b == batch) {
             self.profiling = None;
             // Decide with the new knowledge at once rather than at the next regular epoch.

