@@ -415,6 +415,31 @@ pub fn profile_batch(
     }))
 }
 
+/// Least capacity gain of a QoS-risk move's target over the current configuration.
+const RISK_MOVE_MIN_GAIN: f64 = 1.05;
+
+/// The current configuration and the candidates predicted to carry clearly more. The current
+/// one is at risk because the rate nears what it carries, so a move that adds no capacity
+/// cannot help; yet one whose capacity rests on older, fewer measurements often looked likelier
+/// than the current one, whose recent overloads and failures the model had just absorbed, and
+/// risk moves flapped between TaskManager memory sizes of equal capacity.
+pub fn stronger_than_current(scored: Vec<Scored>, current: JobConfig) -> Vec<Scored> {
+    let Some(now) = scored
+        .iter()
+        .find(|s| s.prediction.config == current)
+        .map(|s| s.prediction.capacity.median())
+    else {
+        return scored;
+    };
+    scored
+        .into_iter()
+        .filter(|s| {
+            s.prediction.config == current
+                || s.prediction.capacity.median() >= RISK_MOVE_MIN_GAIN * now
+        })
+        .collect()
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -523,5 +548,42 @@ mod tests {
             .chosen
             .unwrap();
         assert_eq!(chosen.index, 1);
+    }
+
+    #[test]
+    fn a_risk_move_must_add_capacity() {
+        let cfg = DemeterConfig::default();
+        let current: JobConfig = "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s".parse().unwrap();
+        let measured: HashSet<Shape> = HashSet::new();
+        let ctx = Context {
+            qos: &QOS,
+            cfg: &cfg,
+            reference: (24.0, 98_304.0),
+            current,
+            rate_now: 20_000.0,
+            downtime_s: [5.0, 30.0, 30.0],
+            measured: &measured,
+            carries: None,
+            may_carry: None,
+        };
+        let candidates = vec![
+            scored(&ctx, "p=24,slots=1,mem=1024m,cpu=1,ckpt=10s", 25_500.0),
+            scored(&ctx, "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s", 25_000.0),
+            scored(&ctx, "p=24,slots=2,mem=4096m,cpu=3,ckpt=10s", 31_000.0),
+        ];
+        let kept: Vec<String> = stronger_than_current(candidates.clone(), current)
+            .iter()
+            .map(|s| s.prediction.config.to_string())
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s",
+                "p=24,slots=2,mem=4096m,cpu=3,ckpt=10s"
+            ]
+        );
+        // Without the current configuration among them there is nothing to compare with.
+        let others = vec![candidates[0], candidates[2]];
+        assert_eq!(stronger_than_current(others, current).len(), 2);
     }
 }

@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::choose::{Context, Downtime, Moves, Scored, best_move, profile_batch};
+use super::choose::{
+    Context, Downtime, Moves, Scored, best_move, profile_batch, stronger_than_current,
+};
 use super::memory::{Shape, shape_of};
 use super::rates::DecisionRates;
 use super::{DemeterPolicy, InFlight};
@@ -541,29 +543,4 @@ impl DemeterPolicy {
         });
         Ok(true)
     }
-}
-
-/// Least capacity gain of a QoS-risk move's target over the current configuration.
-const RISK_MOVE_MIN_GAIN: f64 = 1.05;
-
-/// The current configuration and the candidates predicted to carry clearly more. The current
-/// one is at risk because the rate nears what it carries, so a move that adds no capacity
-/// cannot help; yet one whose capacity rests on older, fewer measurements often looked likelier
-/// than the current one, whose recent overloads and failures the model had just absorbed, and
-/// risk moves flapped between TaskManager memory sizes of equal capacity.
-fn stronger_than_current(scored: Vec<Scored>, current: JobConfig) -> Vec<Scored> {
-    let Some(now) = scored
-        .iter()
-        .find(|s| s.prediction.config == current)
-        .map(|s| s.prediction.capacity.median())
-    else {
-        return scored;
-    };
-    scored
-        .into_iter()
-        .filter(|s| {
-            s.prediction.config == current
-                || s.prediction.capacity.median() >= RISK_MOVE_MIN_GAIN * now
-        })
-        .collect()
 }
