@@ -8,6 +8,10 @@ use super::super::plan::{Strategy, taskmanager_specs};
 use super::{Machine, Sub};
 use crate::flink::JobState;
 
+/// Stops re-triggered after a declined savepoint before the operation gives up (aborted, the
+/// old job running on).
+const MAX_STOP_RETRIES: u32 = 2;
+
 impl Machine {
     /// The answer to the effect the machine is waiting for.
     pub fn handle_event(&mut self, now: u64, event: Event) {
@@ -179,7 +183,23 @@ impl Machine {
                     _ => now,
                 };
                 self.sub = Sub::Quiet(Some(since));
-                if now.saturating_sub(since) >= self.limits.resolve_quiet_ms {
+                if now.saturating_sub(since) >= self.limits.resolve_quiet_ms
+                    && self.stop_retries < MAX_STOP_RETRIES
+                {
+                    // Flink declines a savepoint while a task is not running yet (right after
+                    // a rescale, "Checkpoint triggering task … is not being executed"): the job
+                    // runs on unchanged, so asking again after the quiet wait is safe.
+                    self.stop_retries += 1;
+                    self.op.note(
+                        now,
+                        format!(
+                            "resolve-stop: the job runs on; stop again (retry {} of {MAX_STOP_RETRIES})",
+                            self.stop_retries
+                        ),
+                    );
+                    self.sub = Sub::None;
+                    self.enter(now, Step::Stop, Some(Step::ResolveStop));
+                } else if now.saturating_sub(since) >= self.limits.resolve_quiet_ms {
                     let reason = "the stop did not happen; the job runs on unchanged".to_string();
                     self.finish(now, Outcome::Aborted { reason }, Some(Step::ResolveStop));
                 } else {

@@ -128,6 +128,8 @@ pub struct Machine {
     wake_at: Option<u64>,
     deadline: u64,
     sub: Sub,
+    /// Stops re-triggered after Flink declined the savepoint with the job running on.
+    stop_retries: u32,
 }
 
 impl Machine {
@@ -287,6 +289,7 @@ impl Machine {
             wake_at: None,
             deadline: u64::MAX,
             sub: Sub::None,
+            stop_retries: 0,
         }
     }
 

@@ -61,6 +61,8 @@ pub struct Sim {
     pub lose_stop_answer: bool,
     pub refuse_stop: bool,
     pub savepoint_fails: bool,
+    /// Savepoints declined before one succeeds (a task not running yet after a rescale).
+    pub savepoints_declined: u32,
     pub savepoint_never_completes: bool,
     pub lose_submit_answer: bool,
     pub fail_rescale_to: Option<u32>,
@@ -340,7 +342,9 @@ impl Sim {
         }
         self.stop_at = self.now;
         let trigger = TriggerId(format!("t{}", self.triggers.len()));
-        if forward && self.savepoint_fails {
+        let declined = forward && self.savepoints_declined > 0;
+        self.savepoints_declined = self.savepoints_declined.saturating_sub(1);
+        if forward && (self.savepoint_fails || declined) {
             self.triggers.insert(trigger.clone(), "failed".into());
         } else if !(forward && self.savepoint_never_completes) {
             let location = self.snapshot("sp");

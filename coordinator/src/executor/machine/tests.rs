@@ -188,6 +188,27 @@ fn a_failed_or_slow_savepoint_leaves_the_old_job_running() {
 }
 
 #[test]
+fn a_declined_savepoint_is_asked_again_while_the_job_runs_on() {
+    // Flink declines a stop-with-savepoint while a task is not running yet (right after an
+    // in-place rescale, seen on real Flink in CI); the job runs on, so the stop is retried.
+    let mut sim = restart_sim();
+    sim.savepoints_declined = 1;
+    let op = sim.run(Strategy::Restart, TO);
+    assert_outcome(&op, "Applied");
+    assert_eq!(sim.jobs[&sim.first_job].state, JobState::Finished);
+    sim.assert_invariants();
+
+    // Declined every time: a bounded number of retries, then the old job runs on.
+    let mut sim = restart_sim();
+    sim.savepoints_declined = 10;
+    let op = sim.run(Strategy::Restart, TO);
+    assert_outcome(&op, "Aborted");
+    assert_eq!(sim.jobs[&sim.first_job].state, JobState::Running);
+    assert_eq!(sim.jobs.len(), 1);
+    sim.assert_invariants();
+}
+
+#[test]
 fn a_submission_whose_answer_was_lost_is_found_by_its_job_id() {
     let mut sim = restart_sim();
     sim.lose_submit_answer = true;
