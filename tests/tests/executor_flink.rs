@@ -222,7 +222,7 @@ async fn crash_safety(b: &mut Bench) {
 
 async fn rest_faults(b: &mut Bench) {
     let proxy = FaultyProxy::start(b.rest_addr()).await;
-    let scenarios: [(&str, Vec<Rule>, &str); 4] = [
+    let scenarios: [(&str, Vec<Rule>, &str); 5] = [
         (
             "stop answer lost",
             vec![
@@ -232,8 +232,15 @@ async fn rest_faults(b: &mut Bench) {
             "Applied",
         ),
         (
-            "stop refused with 503",
+            // The job runs on after a refused stop, so the executor asks again.
+            "stop refused once with 503",
             vec![rule("POST", "/stop", Fault::Status(503), 1)],
+            "Applied",
+        ),
+        (
+            // Refused on the first try and both retries: the old job runs on untouched.
+            "stop refused with 503 every time",
+            vec![rule("POST", "/stop", Fault::Status(503), 3)],
             "Aborted",
         ),
         (
