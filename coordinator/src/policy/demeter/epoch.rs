@@ -435,6 +435,18 @@ impl DemeterPolicy {
         };
         let verdict = best_move(&ctx, &scored, false, moves);
         let Some(chosen) = verdict.chosen else {
+            // Why the job stays where it is is the question operators ask of a quiet policy;
+            // the best candidate's rejection answers it without a stored decision per epoch.
+            if let Some((i, why)) = &verdict.best_rejected {
+                tracing::debug!(
+                    policy = "demeter",
+                    current = %current,
+                    rate = rates.plan,
+                    best_rejected = %scored[*i].prediction.config,
+                    why = %why,
+                    "staying"
+                );
+            }
             return Ok(());
         };
         let decision = Decision {
