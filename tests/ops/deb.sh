@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the two .debs with cargo-deb and installs, removes and purges them with dpkg in a
-# scratch Debian 12 root (an overlay of the cached test-host root: this machine's own
+# scratch Debian 12 root (an overlay or copy of the cached test-host root: this machine's own
 # packages and users are never touched). Checks files, modes, the shared demeter user, that
 # the services are neither enabled nor started by the package, and that purging the last
 # package leaves nothing of Demeter behind.
@@ -11,7 +11,6 @@ host=debtest
 trap 'ops_host_down "$host"' EXIT
 ops_host_up "$host"
 root="$OPS_HOSTS_DIR/$host/root"
-upper="$OPS_HOSTS_DIR/$host/upper"
 cp "$OPS_AGENT_DEB" "$OPS_COORDINATOR_DEB" "$root/tmp/"
 in_root() { chroot "$root" "$@"; }
 has_mode() { [ "$(in_root stat -c '%a %U:%G' "$1")" = "$2" ]; }
@@ -71,7 +70,9 @@ check "user and group removed with the last package" bash -c \
     "! chroot '$root' getent passwd demeter && ! chroot '$root' getent group demeter"
 check "state /var/lib/demeter purged" in_root test ! -e /var/lib/demeter
 check "/etc/demeter removed" in_root test ! -e /etc/demeter
-leftovers=$(cd "$upper" && find . -path ./tmp -prune -o -name '*demeter*' ! -type c -print)
+# The merged root, not the overlay's upper layer: the host may be a plain copy (no overlayfs).
+# -xdev leaves out the mounted /proc, /dev and /run.
+leftovers=$(find "$root" -xdev -path "$root/tmp" -prune -o -name '*demeter*' -print)
 check "nothing named *demeter* left in the root (outside /tmp)" test -z "$leftovers"
 [ -z "$leftovers" ] || say "  left: $leftovers"
 if [ "$ops_failures" -ne 0 ]; then cat "$OPS_LAB/deb-dpkg.log"; fi

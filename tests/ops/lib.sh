@@ -123,18 +123,24 @@ ops_host_up() { # ops_host_up NAME: mounts $OPS_HOSTS_DIR/NAME/root
 }
 ops_host_mount_root() { # the overlay alone, without /proc, /dev, /run
     local dir="$OPS_HOSTS_DIR/$1"
+    [ -f "$dir/copied" ] && return 0 # the fallback below: the root is a plain copy, already there
     local opts
     opts="lowerdir=$(ops_base_root),upperdir=$dir/upper,workdir=$dir/work"
     # On a fresh machine the first overlay mounts were seen to fail with "special device overlay
     # does not exist" (the filesystem not yet registered; one retry after 1 s was not always
     # enough, and there may be no modprobe); later ones worked. Load it and retry for a while.
+    # DEMETER_OPS_NO_OVERLAY=1 takes the copy fallback below at once (to test it).
     local attempt
     for attempt in 1 2 3 4 5 6 7 8 9 10; do
+        [ "${DEMETER_OPS_NO_OVERLAY:-}" = 1 ] && break
         mount -t overlay overlay -o "$opts" "$dir/root" 2>/dev/null && return 0
         [ "$attempt" = 1 ] && { modprobe overlay 2>/dev/null || true; }
         sleep 1
     done
-    mount -t overlay overlay -o "$opts" "$dir/root"
+    # A kernel without overlayfs (seen on one CI machine): a full copy of the base instead — slower
+    # (seconds) but the same clean host; ops_host_up's rm -rf starts the next one afresh.
+    say "  overlayfs unavailable here; copying the base root for host $1" >&2
+    cp -a "$(ops_base_root)/." "$dir/root/" && touch "$dir/copied"
 }
 ops_host_down() { # stop NAME's sshd or booted systemd, unmount its root; no-op when down
     local dir="$OPS_HOSTS_DIR/$1" pid
