@@ -169,6 +169,9 @@ restart-strategy.fixed-delay.attempts: 1000
 restart-strategy.fixed-delay.delay: 1 s
 metrics.latency.interval: 0
 metrics.fetcher.update-interval: 1000
+# Bounds the REST metric fetcher: it starts no new fetch until the last one ends, and a fetch
+# waits this long on a TaskManager that stopped answering (default 10 min of frozen metrics).
+web.timeout: 30 s
 web.submit.enable: true
 web.upload.dir: $dir/upload
 heartbeat.interval: 2 s

@@ -55,6 +55,10 @@ pub fn shipped_java_opts(config_yaml: &str) -> Option<String> {
 /// `config.yaml` for a copy. Same runtime settings as the lab's clusters (adaptive scheduler,
 /// 2 s / 10 s heartbeats, 1-s metric fetcher, managed fraction 0.1, hashmap state, fixed-delay
 /// restarts), and every port and path the copy's own.
+///
+/// `web.timeout: 30 s` because the copy's TaskManager is killed on purpose: Flink's REST metric
+/// fetcher starts no new fetch until the last one ends, and a fetch waits `web.timeout`
+/// (default 10 min) on a TaskManager that stopped answering, so every metric would freeze.
 pub fn config_yaml(plan: &CopyPlan, java_opts: &str) -> String {
     let dir = plan.dir.display();
     let slots = plan.config.slots_per_tm;
@@ -90,6 +94,7 @@ restart-strategy.fixed-delay.attempts: 1000
 restart-strategy.fixed-delay.delay: 1 s
 metrics.latency.interval: 0
 metrics.fetcher.update-interval: 1000
+web.timeout: 30 s
 web.submit.enable: true
 web.upload.dir: {dir}/upload
 heartbeat.interval: 2 s
@@ -189,6 +194,10 @@ jobmanager:
         assert!(yaml.contains("taskmanager.memory.process.size: 1280m\n"));
         assert!(yaml.contains("env.java.opts.all: \"--add-opens=x\"\n"));
         assert!(yaml.contains("jobmanager.bind-host: 127.0.0.1\n"));
+        assert!(
+            yaml.contains("web.timeout: 30 s\n"),
+            "the killed TaskManager must not freeze the copy's metrics for 10 min"
+        );
         let mut remote = (**plan).clone();
         remote.jobmanager_address = "10.0.0.5".into();
         let yaml_remote = config_yaml(&remote, "");
