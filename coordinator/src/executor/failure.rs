@@ -120,7 +120,8 @@ impl RecoveryWatch {
         let at = self.elapsed_ms(p.at_ms);
         if self.running.is_none() {
             // The adaptive scheduler may run the job smaller until the replacement registers,
-            // then rescale it back with a new execution graph whose restart count starts at 0:
+            // then rescale it back, and `numRestarts` can read stale or missing (a missing
+            // metric reads 0) while Flink's REST metric fetcher waits on the dead TaskManager:
             // any sign of the failover counts, not only a higher restart count.
             self.noticed |= !p.fully_running
                 || p.parallelism != self.parallelism
@@ -385,7 +386,7 @@ mod tests {
     #[test]
     fn a_rescale_back_after_the_failover_counts_though_its_restart_count_starts_over() {
         // Seen in CI: the adaptive scheduler ran the job at p=1 until the replacement
-        // registered, then rescaled it back with a new execution graph (numRestarts 0).
+        // registered, then rescaled it back, while numRestarts read 0.
         let mut w = RecoveryWatch::new("tm1", 0, vec![1, 2], 0.0, 1);
         let mut smaller = point(1_000, true, 3.0, 10.0, false);
         smaller.parallelism = vec![1, 1];
