@@ -384,7 +384,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rescale_back_after_the_failover_counts_though_its_restart_count_starts_over() {
+    fn a_rescale_back_after_the_failover_counts_though_its_restart_count_reads_zero() {
         // Seen in CI: the adaptive scheduler ran the job at p=1 until the replacement
         // registered, then rescaled it back, while numRestarts read 0.
         let mut w = RecoveryWatch::new("tm1", 0, vec![1, 2], 0.0, 1);
