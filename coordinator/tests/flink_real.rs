@@ -98,6 +98,18 @@ async fn lifecycle(
         overview.flink_version
     );
     assert!(overview.slots_available >= 2, "the test needs 2 free slots");
+    // The lab script bounds web.timeout so metrics do not freeze for 10 min after a TaskManager
+    // stops answering; the daemon reads the same endpoint and warns when a cluster does not.
+    let jm_config = client.jobmanager_config().await?;
+    println!(
+        "jobmanager config: web.timeout = {:?}",
+        jm_config.get("web.timeout")
+    );
+    assert_eq!(
+        jm_config.findings(),
+        vec![],
+        "the lab cluster's configuration"
+    );
 
     let jar_id = client.upload_jar(jar).await?;
     assert!(client.list_jars().await?.iter().any(|j| j.id == jar_id));

@@ -112,9 +112,42 @@ fn start_executor(
         resume_wait: std::time::Duration::from_secs(executor.resume_wait_secs),
         watchdog: executor.watchdog.clone(),
     };
+    let client = Arc::new(client);
+    tokio::spawn(check_flink_config(
+        client.clone(),
+        config.flink.rest_url.clone(),
+    ));
     let failpoint = Arc::new(super::failpoint::Failpoint::from_env());
-    let service = ExecutorService::start(ingest, Arc::new(client), journal, settings, failpoint)?;
+    let service = ExecutorService::start(ingest, client, journal, settings, failpoint)?;
     start_tuners(config, store, &service)
+}
+
+/// Warns once about Flink settings that would keep Demeter's readings stale (see
+/// [`demeter_coordinator::flink::ClusterConfig::findings`]). Flink may start after the daemon,
+/// so this asks again every minute until the JobManager answers.
+async fn check_flink_config(
+    client: Arc<demeter_coordinator::flink::FlinkClient>,
+    rest_url: String,
+) {
+    const RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+    loop {
+        match client.jobmanager_config().await {
+            Ok(config) => {
+                let findings = config.findings();
+                for f in &findings {
+                    warn!(flink = %rest_url, key = f.key, value = f.value.as_deref().unwrap_or("(Flink's default)"), advice = %f.advice, "Flink setting to change");
+                }
+                if findings.is_empty() {
+                    info!(flink = %rest_url, "Flink configuration checked: nothing to change");
+                }
+                return;
+            }
+            Err(e) => {
+                info!(flink = %rest_url, error = %e, retry_s = RETRY.as_secs(), "cannot read the JobManager's configuration yet");
+                tokio::time::sleep(RETRY).await;
+            }
+        }
+    }
 }
 
 /// One live loop per `[[tuning.jobs]]` entry.

@@ -1,7 +1,8 @@
 //! Typed async client for Apache Flink's REST API (checked against Flink 2.3.0).
 //!
 //! [`FlinkClient`] covers what the executor and the metric collector need: cluster and job
-//! overviews, aggregated vertex / job / TaskManager / JobManager metrics, checkpoint statistics,
+//! overviews, the JobManager's configuration (checked for settings that freeze metrics),
+//! aggregated vertex / job / TaskManager / JobManager metrics, checkpoint statistics,
 //! savepoints and stop-with-savepoint, jar upload and run, cancel, and adaptive-scheduler
 //! resource requirements. Every failure is a [`crate::Error::Flink`] with a structured
 //! [`crate::FlinkErrorKind`].
@@ -13,6 +14,7 @@
 
 mod checkpoints;
 mod client;
+mod cluster_config;
 mod jars;
 mod jobs;
 mod metrics;
@@ -26,6 +28,9 @@ pub use checkpoints::{
     Distribution, Externalization, LatestCheckpoints, RestoredCheckpoint,
 };
 pub use client::{ClientConfig, FlinkClient};
+pub use cluster_config::{
+    ClusterConfig, ConfigFinding, DEFAULT_WEB_TIMEOUT, MAX_WEB_TIMEOUT, parse_flink_duration,
+};
 pub use jars::{JarEntry, JarFile, JarRunRequest};
 pub use metrics::{
     AggregatedMetric, AggregatedMetrics, Aggregation, JOB_HEALTH_METRICS, JVM_METRICS, JvmMetrics,
