@@ -1,5 +1,6 @@
 //! The JobManager's effective configuration (`GET /jobmanager/config`) and the settings whose
-//! Flink defaults undermine what Demeter reads from the cluster.
+//! Flink defaults undermine what Demeter reads from the cluster: how long a metric can freeze
+//! (`web.timeout`) and how often metrics refresh (`metrics.fetcher.update-interval`).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,6 +20,15 @@ pub const DEFAULT_WEB_TIMEOUT: Duration = Duration::from_secs(600);
 /// watch need fresh figures within a minute; a lab cluster froze over 2 min with the default and
 /// exactly 30 s with `web.timeout: 30 s`.
 pub const MAX_WEB_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Flink's default `metrics.fetcher.update-interval` (10 s).
+pub const DEFAULT_FETCHER_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Longest metric fetcher interval Demeter accepts without a warning. The live loop reads the
+/// job once a second and counts seconds over the QoS and backlog growth tick by tick; a fetcher
+/// refreshing every 10 s hands it the same reading ten times, so one stale latency figure
+/// counts as ten seconds (or hides ten).
+pub const MAX_FETCHER_INTERVAL: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, Deserialize)]
 struct Entry {
@@ -60,31 +70,55 @@ impl ClusterConfig {
 
     /// What the cluster should change for Demeter's readings to stay fresh; empty when nothing.
     pub fn findings(&self) -> Vec<ConfigFinding> {
-        let mut findings = Vec::new();
-        let value = self.get("web.timeout");
-        let timeout = match value {
-            None => Some(DEFAULT_WEB_TIMEOUT),
-            Some(v) => parse_flink_duration(v),
+        let web_timeout = self.duration_finding(
+            "web.timeout",
+            DEFAULT_WEB_TIMEOUT,
+            MAX_WEB_TIMEOUT,
+            "30 s",
+            |t| {
+                format!(
+                    "REST metrics freeze up to {} s after a TaskManager stops answering (the \
+                     metric fetcher waits this long before it fetches again)",
+                    t.as_secs()
+                )
+            },
+        );
+        let fetcher = self.duration_finding(
+            "metrics.fetcher.update-interval",
+            DEFAULT_FETCHER_INTERVAL,
+            MAX_FETCHER_INTERVAL,
+            "1 s",
+            |t| {
+                format!(
+                    "REST metrics refresh only every {} s while Demeter reads them every second \
+                     and counts seconds over the QoS from them",
+                    t.as_secs_f64()
+                )
+            },
+        );
+        web_timeout.into_iter().chain(fetcher).collect()
+    }
+
+    fn duration_finding(
+        &self,
+        key: &'static str,
+        default: Duration,
+        max: Duration,
+        advised: &str,
+        harm: impl Fn(Duration) -> String,
+    ) -> Option<ConfigFinding> {
+        let value = self.get(key);
+        let set_it = format!("set `{key}: {advised}` in the JobManager's config.yaml");
+        let advice = match value.map_or(Some(default), parse_flink_duration) {
+            None => format!("unreadable as a Flink duration; {set_it}"),
+            Some(d) if d > max => format!("{}; {set_it} (at most {} s)", harm(d), max.as_secs()),
+            Some(_) => return None,
         };
-        let advice = match timeout {
-            None => Some("unreadable as a Flink duration; set e.g. `web.timeout: 30 s`".to_owned()),
-            Some(t) if t > MAX_WEB_TIMEOUT => Some(format!(
-                "REST metrics freeze up to {} s after a TaskManager stops answering (the metric \
-                 fetcher waits this long before it fetches again); set `web.timeout: 30 s` \
-                 (at most {} s) in the JobManager's config.yaml",
-                t.as_secs(),
-                MAX_WEB_TIMEOUT.as_secs()
-            )),
-            Some(_) => None,
-        };
-        if let Some(advice) = advice {
-            findings.push(ConfigFinding {
-                key: "web.timeout",
-                value: value.map(str::to_owned),
-                advice,
-            });
-        }
-        findings
+        Some(ConfigFinding {
+            key,
+            value: value.map(str::to_owned),
+            advice,
+        })
     }
 }
 
@@ -151,6 +185,7 @@ mod tests {
     fn flinks_default_web_timeout_is_reported() {
         let mut config = captured();
         config.entries.remove("web.timeout");
+        assert_eq!(config.get("metrics.fetcher.update-interval"), Some("1000"));
         let findings = config.findings();
         assert_eq!(findings.len(), 1, "{findings:?}");
         assert_eq!(findings[0].key, "web.timeout");
@@ -158,15 +193,35 @@ mod tests {
         assert!(findings[0].advice.contains("600 s"), "{findings:?}");
     }
 
+    fn keys_reported(pairs: &[(&str, &str)]) -> Vec<&'static str> {
+        let config = ClusterConfig::from_pairs(pairs.iter().copied());
+        config.findings().iter().map(|f| f.key).collect()
+    }
+
     #[test]
     fn long_or_unreadable_timeouts_are_reported() {
+        const FETCHER: (&str, &str) = ("metrics.fetcher.update-interval", "1000");
         for value in ["10 min", "120000", "2 m", "30 fortnights", "-5 s"] {
-            let config = ClusterConfig::from_pairs([("web.timeout", value)]);
-            assert_eq!(config.findings().len(), 1, "{value}");
+            let reported = keys_reported(&[("web.timeout", value), FETCHER]);
+            assert_eq!(reported, ["web.timeout"], "{value}");
         }
         for value in ["30 s", "60000", "45s", "1 min"] {
-            let config = ClusterConfig::from_pairs([("web.timeout", value)]);
-            assert_eq!(config.findings(), vec![], "{value}");
+            let reported = keys_reported(&[("web.timeout", value), FETCHER]);
+            assert_eq!(reported, Vec::<&str>::new(), "{value}");
+        }
+    }
+
+    #[test]
+    fn a_slow_or_default_metric_fetcher_is_reported() {
+        const TIMEOUT: (&str, &str) = ("web.timeout", "30 s");
+        let key = "metrics.fetcher.update-interval";
+        assert_eq!(keys_reported(&[TIMEOUT]), [key], "Flink's default is 10 s");
+        for value in ["10 s", "5000", "3s"] {
+            assert_eq!(keys_reported(&[TIMEOUT, (key, value)]), [key], "{value}");
+        }
+        for value in ["1000", "1 s", "2 s", "500 ms"] {
+            let reported = keys_reported(&[TIMEOUT, (key, value)]);
+            assert_eq!(reported, Vec::<&str>::new(), "{value}");
         }
     }
 

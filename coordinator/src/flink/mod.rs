@@ -29,7 +29,8 @@ pub use checkpoints::{
 };
 pub use client::{ClientConfig, FlinkClient};
 pub use cluster_config::{
-    ClusterConfig, ConfigFinding, DEFAULT_WEB_TIMEOUT, MAX_WEB_TIMEOUT, parse_flink_duration,
+    ClusterConfig, ConfigFinding, DEFAULT_FETCHER_INTERVAL, DEFAULT_WEB_TIMEOUT,
+    MAX_FETCHER_INTERVAL, MAX_WEB_TIMEOUT, parse_flink_duration,
 };
 pub use jars::{JarEntry, JarFile, JarRunRequest};
 pub use metrics::{
