@@ -98,8 +98,9 @@ async fn lifecycle(
         overview.flink_version
     );
     assert!(overview.slots_available >= 2, "the test needs 2 free slots");
-    // The lab script bounds web.timeout so metrics do not freeze for 10 min after a TaskManager
-    // stops answering; the daemon reads the same endpoint and warns when a cluster does not.
+    // The lab script bounds web.timeout (metrics must not freeze for 10 min after a TaskManager
+    // stops answering) and sets a 1-s metric fetcher; the daemon reads the same endpoint and
+    // warns when a cluster does not.
     let jm_config = client.jobmanager_config().await?;
     println!(
         "jobmanager config: web.timeout = {:?}",

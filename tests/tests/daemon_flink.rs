@@ -281,7 +281,8 @@ async fn daemon_reconfigures_with_agent_run_taskmanagers() {
         log.contains("ALERT: restarting a stopped job"),
         "the watchdog said nothing"
     );
-    // The lab cluster bounds web.timeout; the daemon read its configuration and agreed.
+    // The lab cluster bounds web.timeout and the metric fetcher; the daemon read its
+    // configuration and agreed.
     assert!(
         log.contains("Flink configuration checked: nothing to change"),
         "the daemon did not check Flink's configuration"
