@@ -15,7 +15,9 @@ use demeter_coordinator::models::surrogate::Qos;
 use demeter_coordinator::policy::baselines::OracleSettings;
 use demeter_coordinator::policy::demeter::DemeterConfig;
 use demeter_coordinator::policy::registry::{self, POLICY_NAMES, PolicyContext};
-use demeter_coordinator::policy::{Action, ForecastSummary, JobTick, Policy, ReconfigureOutcome};
+use demeter_coordinator::policy::{
+    Action, ForecastSummary, JobTick, Policy, ProfilingRoom, ReconfigureOutcome,
+};
 use demeter_coordinator::trace::parse_rate_trace;
 use demeter_coordinator::twin::profiling::ProfilingTimes;
 use demeter_coordinator::twin::report::DecisionTime;
@@ -298,6 +300,10 @@ impl Policy for Timed {
 
     fn handle_profile_results(&mut self, now: Duration, batch: u64, results: &[Observation]) {
         self.measure(|p| p.handle_profile_results(now, batch, results));
+    }
+
+    fn handle_profiling_room(&mut self, now: Duration, room: ProfilingRoom) {
+        self.measure(|p| p.handle_profiling_room(now, room));
     }
 
     fn handle_reconfigured(&mut self, now: Duration, outcome: &ReconfigureOutcome) {

@@ -113,6 +113,13 @@ pub enum Action {
     },
 }
 
+/// CPU cores and memory (MB) free for profiling copies beside production.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ProfilingRoom {
+    pub cpu_cores: f64,
+    pub memory_mb: f64,
+}
+
 /// How a reconfiguration the policy asked for ended.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ReconfigureOutcome {
@@ -134,6 +141,12 @@ pub trait Policy {
     /// A profiling batch finished; `results` holds what was measured (possibly fewer than the
     /// candidates ordered, if copies failed or production needed the resources back).
     fn handle_profile_results(&mut self, now: Duration, batch: u64, results: &[Observation]);
+
+    /// What profiling copies could get now beside production: CPU cores and memory (MB) the
+    /// cluster has to spare. Production always wins, so a batch that does not fit waits and
+    /// may be dropped; a policy that knows the room orders what fits. Not called where the
+    /// room is unknown. Required, so a wrapper cannot drop it by inheriting a no-op.
+    fn handle_profiling_room(&mut self, now: Duration, room: ProfilingRoom);
 
     /// A reconfiguration this policy asked for finished (or was rolled back).
     fn handle_reconfigured(&mut self, now: Duration, outcome: &ReconfigureOutcome);

@@ -157,6 +157,26 @@ pub struct Surroundings {
     pub jobmanagers_elsewhere: bool,
 }
 
+/// What one more copy's TaskManagers could take now: the cap, less what profiling holds, and
+/// what the host has free, each less the copy's JobManager where it counts (see
+/// [`plan_batch`]). What the policy is told, so it orders only copies that would be admitted.
+pub fn taskmanager_room(layout: &Layout, around: &Surroundings) -> Resources {
+    let jobmanager = Resources {
+        cpu_cores: layout.jm_cpu_cores,
+        memory_mb: f64::from(layout.jm_memory_mb),
+    };
+    let under_cap = layout.cap.minus(around.profiling_in_use).minus(jobmanager);
+    let on_host = match around.host_available {
+        Some(free) if around.jobmanagers_elsewhere => free,
+        Some(free) => free.minus(jobmanager),
+        None => under_cap,
+    };
+    Resources {
+        cpu_cores: under_cap.cpu_cores.min(on_host.cpu_cores).max(0.0),
+        memory_mb: under_cap.memory_mb.min(on_host.memory_mb).max(0.0),
+    }
+}
+
 /// Substitutes the profiling template: `{rate}` (records/s, integral when it is), `{output}`
 /// (the copy's own output directory as a `file://` URI) and `{dir}` (the copy's directory).
 /// Words are split on whitespace. A template that names any other absolute path or URI is

@@ -201,3 +201,43 @@ fn running_out_of_ports_skips() {
     assert_eq!(started(&a).len(), 1);
     assert!(matches!(&a[1], Admission::Skipped { reason, .. } if reason.contains("port")));
 }
+
+#[test]
+fn the_room_reported_to_the_policy_is_what_plan_batch_admits() {
+    let host = Resources {
+        cpu_cores: 8.0,
+        memory_mb: 4000.0,
+    };
+    for (around, memory_mb) in [
+        // The cap less the copy's JobManager (6144 − 768).
+        (Surroundings::default(), 5376.0),
+        // The host's free memory less the JobManager that runs on it.
+        (
+            Surroundings {
+                host_available: Some(host),
+                ..Surroundings::default()
+            },
+            3232.0,
+        ),
+        // Agents run the TaskManagers: only they count against the nodes.
+        (
+            Surroundings {
+                host_available: Some(host),
+                jobmanagers_elsewhere: true,
+                ..Surroundings::default()
+            },
+            4000.0,
+        ),
+    ] {
+        let room = taskmanager_room(&layout(), &around);
+        assert_eq!(room.memory_mb, memory_mb, "{around:?}");
+        assert_eq!(room.cpu_cores, 3.75, "{around:?}");
+        let admitted = |mem: f64| {
+            let config = cfg(&format!("p=1,slots=1,mem={mem}m,cpu=1,ckpt=10s"));
+            let a = plan_batch(1, &[config], 100.0, "--rate {rate}", &layout(), &around).unwrap();
+            started(&a).len() == 1
+        };
+        assert!(admitted(memory_mb), "{around:?}");
+        assert!(!admitted(memory_mb + 64.0), "{around:?}");
+    }
+}

@@ -6,7 +6,8 @@ use crate::flink::{JobId, JobMetricsSnapshot, JobState};
 use crate::models::observations::Observation;
 use crate::models::space::JobConfig;
 use crate::policy::{
-    Action, ChangeKind, Decision, JobPhase, JobTick, Policy, Reason, ReconfigureOutcome,
+    Action, ChangeKind, Decision, JobPhase, JobTick, Policy, ProfilingRoom, Reason,
+    ReconfigureOutcome,
 };
 
 /// What the scripted policy was told, in order.
@@ -42,6 +43,8 @@ impl Policy for Scripted {
         self.told.lock().unwrap().push(Told::Tick(now, *tick));
         self.next_batch();
     }
+    fn handle_profiling_room(&mut self, _now: Duration, _room: ProfilingRoom) {}
+
     fn handle_profile_results(&mut self, now: Duration, batch: u64, results: &[Observation]) {
         self.told
             .lock()

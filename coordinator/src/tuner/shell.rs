@@ -30,7 +30,8 @@ use crate::policy::{Action, ChangeKind};
 use crate::profiler::agent_host::AgentHost;
 use crate::profiler::batch::{BatchRequest, Recall, Runtime, Silent, run_batch};
 use crate::profiler::host::{CopyHost, LocalHost};
-use crate::profiler::{Layout, Resources};
+use crate::profiler::plan::taskmanager_room;
+use crate::profiler::{Layout, Resources, Surroundings};
 use crate::{Error, Result};
 
 /// How a command the shell started ended.
@@ -62,6 +63,9 @@ const DEFAULT_QOS: Qos = Qos {
     latency_p95_ms: 1_000.0,
     recovery_s: 120.0,
 };
+
+/// How often the policy is told the profiling room between batches.
+const ROOM_EVERY: Duration = Duration::from_secs(15);
 
 #[derive(Debug)]
 pub struct Tuner {
@@ -146,6 +150,7 @@ impl Tuner {
         let mut recall: Option<(u64, Recall)> = None;
         let period = Duration::from_secs(self.tuning.period_secs.max(1));
         let mut next_read = Instant::now();
+        let mut next_room: Option<Instant> = None;
         loop {
             let timeout_at = core
                 .poll_timeout_ms()
@@ -155,6 +160,15 @@ impl Tuner {
                 () = tokio::time::sleep_until(wake) => {
                     if Instant::now() >= next_read {
                         if let Some(reading) = self.read().await {
+                            // Between batches (a running one holds its room already).
+                            let room_due = next_room.is_none_or(|t| Instant::now() >= t);
+                            if let (true, None, Some(settings)) =
+                                (room_due, &recall, &self.tuning.profiling)
+                                && let Some(room) = profiling_room(settings, &self.service)
+                            {
+                                core.handle_profiling_room(now_ms(), room);
+                                next_room = Some(Instant::now() + ROOM_EVERY);
+                            }
                             core.handle_reading(now_ms(), &reading);
                             if let Some(view) = core.live() {
                                 self.board.publish(&self.tuning.job, view);
@@ -558,6 +572,16 @@ pub fn policy_named(
 
 /// Where this batch's copies run, per `copies_on` (see [`CopiesOn`]).
 fn copy_host(settings: &ProfilingSettings, service: &ExecutorService) -> Result<Arc<dyn CopyHost>> {
+    copy_host_logged(settings, service, true)
+}
+
+/// The host for copies: the agents when they may and can run them, else this host.
+/// `log`: say which (once per batch; not on every room report).
+fn copy_host_logged(
+    settings: &ProfilingSettings,
+    service: &ExecutorService,
+    log: bool,
+) -> Result<Arc<dyn CopyHost>> {
     let executor = service.settings();
     let agents = AgentHost::new(
         service.ingest().clone(),
@@ -578,7 +602,9 @@ fn copy_host(settings: &ProfilingSettings, service: &ExecutorService) -> Result<
     match settings.copies_on {
         CopiesOn::Local => local(),
         _ if agents.usable() => {
-            info!(cluster = %agents.cluster(), "profiling copies' TaskManagers run on the agents");
+            if log {
+                info!(cluster = %agents.cluster(), "profiling copies' TaskManagers run on the agents");
+            }
             Ok(Arc::new(agents))
         }
         CopiesOn::Agents => Err(Error::Policy(
@@ -586,13 +612,39 @@ fn copy_host(settings: &ProfilingSettings, service: &ExecutorService) -> Result<
                 .into(),
         )),
         CopiesOn::Auto => {
-            warn!(
-                "no agent connected with a recent sample: profiling copies' TaskManagers run on \
-                 the coordinator's host"
-            );
+            if log {
+                warn!(
+                    "no agent connected with a recent sample: profiling copies' TaskManagers run \
+                     on the coordinator's host"
+                );
+            }
             local()
         }
     }
+}
+
+fn layout(settings: &ProfilingSettings) -> Layout {
+    Layout {
+        rest_ports: settings.rest_ports,
+        rpc_ports: settings.rpc_ports,
+        root: settings.work_dir.clone(),
+        jm_memory_mb: settings.jm_memory_mb,
+        jm_cpu_cores: 0.25,
+        cap: settings.cap,
+        jobmanager_address: settings.jobmanager_address.clone(),
+    }
+}
+
+/// What a profiling copy's TaskManagers could get now (None: profiling is not configured or
+/// no host can run copies).
+fn profiling_room(settings: &ProfilingSettings, service: &ExecutorService) -> Option<Resources> {
+    let host = copy_host_logged(settings, service, false).ok()?;
+    let around = Surroundings {
+        host_available: host.available(),
+        jobmanagers_elsewhere: host.jobmanagers_elsewhere(),
+        ..Surroundings::default()
+    };
+    Some(taskmanager_room(&layout(settings), &around))
 }
 
 /// Runs one profiling batch for `action` with the job's registered jar.
@@ -620,15 +672,7 @@ async fn profile(
         host,
         client: ClientConfig::default(),
     });
-    let layout = Layout {
-        rest_ports: settings.rest_ports,
-        rpc_ports: settings.rpc_ports,
-        root: settings.work_dir.clone(),
-        jm_memory_mb: settings.jm_memory_mb,
-        jm_cpu_cores: 0.25,
-        cap: settings.cap,
-        jobmanager_address: settings.jobmanager_address.clone(),
-    };
+    let layout = layout(settings);
     let report = run_batch(
         runtime,
         &layout,

@@ -17,7 +17,9 @@ use super::report::{Recorder, Summary, TimelineRow};
 use super::truth::{GroundTruth, standard_normal};
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::models::surrogate::Qos;
-use crate::policy::{Action, ChangeKind, JobPhase, JobTick, Policy, ReconfigureOutcome};
+use crate::policy::{
+    Action, ChangeKind, JobPhase, JobTick, Policy, ProfilingRoom, ReconfigureOutcome,
+};
 
 /// The knobs of one run.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -124,6 +126,13 @@ pub fn simulate(policy: &mut dyn Policy, scenario: Scenario<'_>, options: SimOpt
         recorder.second(&second, profiling, policy.forecast());
         let now = Duration::from_secs(t + 1);
 
+        policy.handle_profiling_room(
+            now,
+            ProfilingRoom {
+                cpu_cores: (cluster.0 - production.0).max(0.0),
+                memory_mb: (cluster.1 - production.1).max(0.0),
+            },
+        );
         policy.handle_observation(now, &tick(&second, truth, &mut noise));
         for event in job_events.drain(..) {
             match event {

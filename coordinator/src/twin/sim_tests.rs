@@ -5,7 +5,7 @@
 use super::*;
 use crate::models::observations::Observation;
 use crate::policy::baselines::{Fixed, Reactive, ReactiveSettings};
-use crate::policy::{Decision, Reason};
+use crate::policy::{Decision, ProfilingRoom, Reason};
 
 use crate::twin::testing::{benchmark_truth as truth, options as opts};
 
@@ -58,6 +58,8 @@ impl Policy for Script {
             });
         }
     }
+    fn handle_profiling_room(&mut self, _now: Duration, _room: ProfilingRoom) {}
+
     fn handle_profile_results(&mut self, now: Duration, batch: u64, results: &[Observation]) {
         self.results.push((now, batch, results.to_vec()));
     }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::models::observations::Observation;
-use crate::policy::{Action, JobTick, Policy, ReconfigureOutcome};
+use crate::policy::{Action, JobTick, Policy, ProfilingRoom, ReconfigureOutcome};
 
 /// Never acts; production keeps the configuration it was started in.
 #[derive(Debug, Clone, Copy, Default)]
@@ -16,6 +16,8 @@ impl Policy for Fixed {
     }
 
     fn handle_observation(&mut self, _now: Duration, _tick: &JobTick) {}
+
+    fn handle_profiling_room(&mut self, _now: Duration, _room: ProfilingRoom) {}
 
     fn handle_profile_results(&mut self, _now: Duration, _batch: u64, _results: &[Observation]) {}
 

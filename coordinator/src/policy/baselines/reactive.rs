@@ -24,7 +24,8 @@ use serde::{Deserialize, Serialize};
 use crate::models::observations::Observation;
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::policy::{
-    Action, ChangeKind, Decision, JobPhase, JobTick, Policy, Reason, ReconfigureOutcome,
+    Action, ChangeKind, Decision, JobPhase, JobTick, Policy, ProfilingRoom, Reason,
+    ReconfigureOutcome,
 };
 
 /// The autoscaler's knobs, with its defaults.
@@ -230,6 +231,8 @@ impl Policy for Reactive {
             }
         }
     }
+
+    fn handle_profiling_room(&mut self, _now: Duration, _room: ProfilingRoom) {}
 
     fn handle_profile_results(&mut self, _now: Duration, _batch: u64, _results: &[Observation]) {}
 

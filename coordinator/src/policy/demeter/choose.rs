@@ -13,7 +13,7 @@ use crate::Result;
 use crate::models::mobo::{EnoughKnownOptions, enough_known};
 use crate::models::space::JobConfig;
 use crate::models::surrogate::{ConfigPrediction, Qos};
-use crate::policy::{CandidateNumbers, ChangeKind};
+use crate::policy::{CandidateNumbers, ChangeKind, ProfilingRoom};
 
 use super::config::DemeterConfig;
 use super::memory::{Shape, shape_of};
@@ -322,7 +322,7 @@ pub struct Batch {
 /// acceptable one (or the current one). Otherwise up to `q` doubtful ones of distinct shapes,
 /// best expected net saving first, among those worth their profiling run (P(feasible) ×
 /// saving × expected dwell above what the copy costs to run: a value-of-information test)
-/// and using at most `max_copy_cores`.
+/// and within `limit` each.
 ///
 /// Why not EHVI × P(feasible) here: with both objectives known exactly, EHVI rewards area
 /// on the cost plane, so the cheapest long shots win a batch; the policy decides on one scalar
@@ -331,7 +331,7 @@ pub fn profile_batch(
     ctx: &Context<'_>,
     scored: &[Scored],
     q: usize,
-    max_copy_cores: f64,
+    limit: ProfilingRoom,
 ) -> Result<Option<Batch>> {
     if q == 0 || scored.is_empty() {
         return Ok(None);
@@ -387,7 +387,8 @@ pub fn profile_batch(
         .filter(|&(value, i)| {
             let config = &scored[i].prediction.config;
             value > 0.0
-                && config.total_cpu_cores() <= max_copy_cores
+                && config.total_cpu_cores() <= limit.cpu_cores
+                && config.total_memory_mb() <= limit.memory_mb
                 && ctx.may_carry.is_none_or(|m| m.contains(&shape_of(config)))
         })
         .collect();

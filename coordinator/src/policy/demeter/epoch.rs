@@ -11,7 +11,7 @@ use super::rates::DecisionRates;
 use super::{DemeterPolicy, InFlight};
 use crate::Result;
 use crate::models::space::JobConfig;
-use crate::policy::{Action, ChangeKind, Decision, ForecastSummary, Reason};
+use crate::policy::{Action, ChangeKind, Decision, ForecastSummary, ProfilingRoom, Reason};
 
 /// Rates tried, geometrically from the sustained rate down to the risk rate, for a risk move's
 /// target.
@@ -489,21 +489,35 @@ impl DemeterPolicy {
         // share among `max_copies` left nothing plausible to profile when the job needs most
         // of its cores (the ranking charges each copy its running cost anyway). After a batch
         // that only taught where the job drowns, any copy the budget can pay for may go.
+        // Production always wins: a copy that does not fit beside it now would wait for room,
+        // and by the time production shrinks the rate it was ordered for is gone.
+        let mut room = self.room.unwrap_or(ProfilingRoom {
+            cpu_cores: f64::INFINITY,
+            memory_mb: f64::INFINITY,
+        });
+        let limit = |cores: f64| ProfilingRoom {
+            cpu_cores: cores.min(room.cpu_cores),
+            memory_mb: room.memory_mb,
+        };
         let per_copy = available / (self.cfg.max_copies.min(2) as f64 * run_s);
         let q = self.cfg.max_copies;
-        let mut batch = profile_batch(&ctx, scored, q, per_copy)?;
+        let mut batch = profile_batch(&ctx, scored, q, limit(per_copy))?;
         if batch.is_none() && self.last_batch_drowned {
-            batch = profile_batch(&ctx, scored, q, available / run_s)?;
+            batch = profile_batch(&ctx, scored, q, limit(available / run_s))?;
         }
         let Some(batch) = batch else {
             return Ok(false);
         };
-        // Keep the picks (best first) the budget can pay for.
+        // Keep the picks (best first) the budget can pay for and the room can hold.
         let mut configs = Vec::new();
         for config in batch.configs {
             let charge = config.total_cpu_cores() * run_s;
-            if charge <= available {
+            let fits = config.total_cpu_cores() <= room.cpu_cores
+                && config.total_memory_mb() <= room.memory_mb;
+            if charge <= available && fits {
                 available -= charge;
+                room.cpu_cores -= config.total_cpu_cores();
+                room.memory_mb -= config.total_memory_mb();
                 configs.push(config);
             }
         }

@@ -46,7 +46,7 @@ use crate::Result;
 use crate::models::observations::Observation;
 use crate::models::space::{JobConfig, SearchSpace};
 use crate::models::surrogate::Qos;
-use crate::policy::{Action, ForecastSummary, JobTick, Policy, ReconfigureOutcome};
+use crate::policy::{Action, ForecastSummary, JobTick, Policy, ProfilingRoom, ReconfigureOutcome};
 
 pub use config::DemeterConfig;
 use memory::Memory;
@@ -96,6 +96,8 @@ pub struct DemeterPolicy {
     current: Option<JobConfig>,
     in_flight: Option<InFlight>,
     profiling: Option<(u64, f64)>,
+    /// What copies could get beside production, as last reported (None: unknown).
+    room: Option<ProfilingRoom>,
     batches: u64,
     /// None until the policy changed something: the starting configuration was not its choice.
     last_change_s: Option<f64>,
@@ -163,6 +165,7 @@ impl DemeterPolicy {
             current: None,
             in_flight: None,
             profiling: None,
+            room: None,
             batches: 0,
             last_change_s: None,
             last_change_risk: false,
@@ -253,6 +256,10 @@ fn secs(now: Duration) -> f64 {
 impl Policy for DemeterPolicy {
     fn name(&self) -> &str {
         "demeter"
+    }
+
+    fn handle_profiling_room(&mut self, _now: Duration, room: ProfilingRoom) {
+        self.room = Some(room);
     }
 
     fn handle_observation(&mut self, now: Duration, tick: &JobTick) {

@@ -12,7 +12,7 @@ use super::*;
 use crate::models::surrogate::Qos;
 use crate::policy::ChangeKind;
 use crate::policy::decision::Reason;
-use crate::policy::{Action, JobPhase, JobTick, Policy, ReconfigureOutcome};
+use crate::policy::{Action, JobPhase, JobTick, Policy, ProfilingRoom, ReconfigureOutcome};
 use crate::twin::truth::{GroundTruth, standard_normal};
 
 const QOS: Qos = Qos {
@@ -201,6 +201,44 @@ fn starts_by_profiling_when_nothing_is_known() {
             .iter()
             .all(|c| cost_share(c).0 < 1.0 || cost_share(c).1 < 1.0),
         "profiles candidates that could be cheaper than {safe}"
+    );
+}
+
+#[test]
+fn orders_only_copies_that_fit_beside_production() {
+    // Unrestricted, the first batch here is three copies of 16–18 cores each. Told the room
+    // copies have, the first batch fits in it together; with no room at all
+    // nothing is ordered (a batch would wait for production to shrink, its rate gone stale).
+    let room = ProfilingRoom {
+        cpu_cores: 20.0,
+        memory_mb: 24_576.0,
+    };
+    let mut p = policy(1);
+    p.handle_profiling_room(Duration::ZERO, room);
+    let run = simulate(&mut p, &noisy(12_000.0, 900, 0.03, 1), 0, 1);
+    let Some((_, Action::Profile { candidates, .. })) = run.actions.first() else {
+        panic!("the first action should profile: {:?}", run.actions.first());
+    };
+    let cores: f64 = candidates.iter().map(JobConfig::total_cpu_cores).sum();
+    let memory: f64 = candidates.iter().map(JobConfig::total_memory_mb).sum();
+    assert!(
+        cores <= room.cpu_cores && memory <= room.memory_mb,
+        "{candidates:?}"
+    );
+
+    let mut p = policy(1);
+    let none = ProfilingRoom {
+        cpu_cores: 0.0,
+        memory_mb: 0.0,
+    };
+    p.handle_profiling_room(Duration::ZERO, none);
+    let run = simulate(&mut p, &noisy(12_000.0, 900, 0.03, 1), 0, 1);
+    assert!(
+        !run.actions
+            .iter()
+            .any(|(_, a)| matches!(a, Action::Profile { .. })),
+        "{:?}",
+        run.actions
     );
 }
 

@@ -25,8 +25,8 @@ pub use self::instance::{Instance, Timing};
 use crate::models::observations::Observation;
 use crate::models::space::JobConfig;
 use crate::policy::{
-    Action, CandidateNumbers, ChangeKind, Decision, ForecastSummary, JobTick, Policy, Reason,
-    ReconfigureOutcome,
+    Action, CandidateNumbers, ChangeKind, Decision, ForecastSummary, JobTick, Policy,
+    ProfilingRoom, Reason, ReconfigureOutcome,
 };
 
 /// Reconfigurations the benchmark's target allows Demeter in an 18-hour run.
@@ -265,6 +265,8 @@ impl Policy for Oracle {
             upper_max: rate,
         });
     }
+
+    fn handle_profiling_room(&mut self, _now: Duration, _room: ProfilingRoom) {}
 
     fn handle_profile_results(&mut self, _now: Duration, _batch: u64, _results: &[Observation]) {}
 
