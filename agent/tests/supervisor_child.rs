@@ -75,9 +75,15 @@ async fn wait_state(s: &Supervisor, id: &str, want: &TaskManagerState) {
 async fn exits_stops_and_escalation() {
     let dir = tempfile::tempdir().unwrap();
     let crash = fake_cluster(&dir.path().join("crash"), "sleep 0.3; exit 3");
+    // The marker says the trap is installed: a fixed pause lost that race on a loaded CI host
+    // (SIGTERM landed first and the "grace period" check failed).
+    let trapped = dir.path().join("stubborn-trapped");
     let stubborn = fake_cluster(
         &dir.path().join("stubborn"),
-        "trap '' TERM\nwhile :; do sleep 0.1; done",
+        &format!(
+            "trap '' TERM\ntouch '{}'\nwhile :; do sleep 0.1; done",
+            trapped.display()
+        ),
     );
     let polite = fake_cluster(&dir.path().join("polite"), "exec sleep 1000");
     let s = supervisor_for(
@@ -105,7 +111,14 @@ async fn exits_stops_and_escalation() {
         .await
         .unwrap();
     let pid = t.pid.unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await; // let the shell install its trap
+    let waited = Instant::now();
+    while !trapped.exists() {
+        assert!(
+            waited.elapsed() < Duration::from_secs(30),
+            "the stubborn TaskManager never installed its trap"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let t0 = Instant::now();
     let stopped = s.stop_task_manager("t").await.unwrap();
     assert_eq!(stopped.state, TaskManagerState::Stopped);
