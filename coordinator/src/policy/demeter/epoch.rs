@@ -485,10 +485,6 @@ impl DemeterPolicy {
         let mut available = self.budget.available(now_s);
         let ctx = self.context(current, Some(carrying));
         let run_s = self.cfg.profile_run_s as f64;
-        // A copy may take half of what the budget holds, so a batch can compare two: an equal
-        // share among `max_copies` left nothing plausible to profile when the job needs most
-        // of its cores (the ranking charges each copy its running cost anyway). After a batch
-        // that only taught where the job drowns, any copy the budget can pay for may go.
         // Production always wins: a copy that does not fit beside it now would wait for room,
         // and by the time production shrinks the rate it was ordered for is gone.
         let mut room = self.room.unwrap_or(ProfilingRoom {
@@ -499,6 +495,10 @@ impl DemeterPolicy {
             cpu_cores: cores.min(room.cpu_cores),
             memory_mb: room.memory_mb,
         };
+        // A copy may take half of what the budget holds, so a batch can compare two: an equal
+        // share among `max_copies` left nothing plausible to profile when the job needs most
+        // of its cores (the ranking charges each copy its running cost anyway). After a batch
+        // that only taught where the job drowns, any copy the budget can pay for may go.
         let per_copy = available / (self.cfg.max_copies.min(2) as f64 * run_s);
         let q = self.cfg.max_copies;
         let mut batch = profile_batch(&ctx, scored, q, limit(per_copy))?;
