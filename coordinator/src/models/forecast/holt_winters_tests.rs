@@ -40,7 +40,8 @@ fn recovers_the_period_online() {
     for p in &points[..3 * 3_600] {
         model.observe(p.t_s, p.rate);
     }
-    // Less than two cycles and a refresh: no season yet, but already forecasts.
+    // 1.5 cycles and a refresh: no season yet (the correlation peak is not yet seen to fall),
+    // but already forecasts.
     assert_eq!(model.period_s(), None);
     assert!(model.forecast(600).is_some());
     for p in &points[3 * 3_600..] {

@@ -3,7 +3,7 @@
 //!
 //! Model ([`OnlineForecaster`]): 1-s rates → 10-s buckets (median level: robust to spikes and
 //! dropped samples; max peak) → seasonal profile at 60-s resolution (period detected by
-//! autocorrelation of differences, or configured such as daily; only used after two full
+//! autocorrelation of differences, or configured such as daily; only used after one and a half
 //! cycles, so with less data it degrades to level + trend) → bank of 7 robust (Huber-clipped)
 //! exponential-smoothing models (no / damped / undamped trend, three memories), each run on the
 //! raw and on the deseasonalised levels, weighted by their recent error *on the horizon maximum*
@@ -22,12 +22,12 @@
 //! models (seasonality only through MSTL); its intervals are Gaussian per step, not for the
 //! maximum over the horizon, and covered the true maximum at only 67–80 % of origins for a
 //! nominal 95 %. Refitted every minute on the two 18-hour traces it was less accurate (MASE
-//! 0.635 / 0.341 vs 0.431 / 0.295 here, on the maximum over the next 10 minutes). It would
+//! 0.635 / 0.341 vs 0.429 / 0.263 here, on the maximum over the next 10 minutes). It would
 //! also have added rand 0.8 and several other crates to the production tree.
 //!
 //! Baselines (`benches/forecast.rs`, [`baselines`]): naive, seasonal naive, damped Holt and
 //! additive damped Holt–Winters ([`HoltWinters`]: period from the same online detector, upper
-//! quantile from its own errors; MASE 0.645 / 0.401 on the two traces vs 0.431 / 0.295 here).
+//! quantile from its own errors; MASE 0.652 / 0.354 on the two traces vs 0.429 / 0.263 here).
 //!
 //! Known limits: one seasonal period at a time (the best-correlated), not several as MSTL;
 //! other horizons than the calibrated one get the calibrated margin scaled by √(h / H); after a
@@ -102,7 +102,7 @@ impl<F: Forecaster + ?Sized> Forecaster for Box<F> {
 pub struct SeasonConfig {
     /// Resolution of the history used for detection and of the seasonal profile.
     pub resolution_s: u32,
-    /// Periods known in advance (e.g. daily); used once two cycles are in the history.
+    /// Periods known in advance (e.g. daily); used once 1.5 cycles are in the history.
     pub known_periods_s: Vec<u64>,
     /// Also search for other periods in `[min_period_s, max_period_s]`.
     pub detect: bool,

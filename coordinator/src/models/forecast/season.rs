@@ -1,7 +1,7 @@
 //! Seasonality: a coarse history of bucket levels, period detection by autocorrelation, and the
-//! seasonal profile by classical decomposition. A period is only used once two full cycles have
-//! been seen; before that the forecaster runs without a season (it degrades to level + trend
-//! instead of guessing a profile from less than one cycle).
+//! seasonal profile by classical decomposition. A period is only used once one and a half cycles
+//! have been seen ([`MIN_CYCLES`]); before that the forecaster runs without a season (it degrades
+//! to level + trend instead of guessing a profile from less than one cycle).
 
 use std::collections::VecDeque;
 
@@ -111,7 +111,7 @@ impl CoarseHistory {
 
 /// The lag (in slots) with the strongest autocorrelation of first differences (differencing
 /// removes the trend that would otherwise dominate), among local maxima in
-/// `[min_lag, max_lag]` with two full cycles in `values` and correlation ≥ `min_acf`. A
+/// `[min_lag, max_lag]` with [`MIN_CYCLES`] cycles in `values` and correlation ≥ `min_acf`. A
 /// divisor of the best lag within 90 % of its correlation wins, so a multiple of the true period
 /// is not picked.
 pub fn detect_period(
@@ -134,7 +134,16 @@ pub fn detect_period(
     let (coarse_lag, r) =
         detect_at_full_resolution(&coarse, min_lag.div_ceil(block), max_lag / block, min_acf)?;
     let lag = (coarse_lag * block as f64).round() as usize;
-    (lag >= min_lag && lag <= max_lag && 2 * lag <= values.len()).then_some((lag, r))
+    (lag >= min_lag && lag <= max_lag && enough_cycles(values.len(), lag)).then_some((lag, r))
+}
+
+/// Cycles of history a period needs before it is detected and used: one full cycle gives every
+/// phase of the profile once, and the extra half cycle is the overlap autocorrelation needs to
+/// see the repeat (half a cycle of pairs).
+pub const MIN_CYCLES: f64 = 1.5;
+
+fn enough_cycles(len: usize, lag: usize) -> bool {
+    lag > 0 && len as f64 >= MIN_CYCLES * lag as f64
 }
 
 /// Above this many slots, detection first runs on block means.
@@ -183,7 +192,8 @@ fn detect_at_full_resolution(
     min_acf: f64,
 ) -> Option<(f64, f64)> {
     let curve = AutocorrelationOfDifferences::new(values)?;
-    let max_lag = max_lag.min(values.len() / 2);
+    let history_cap = (values.len() as f64 / MIN_CYCLES) as usize;
+    let max_lag = max_lag.min(history_cap);
     if min_lag.max(1) + 1 > max_lag {
         return None;
     }
@@ -200,6 +210,12 @@ fn detect_at_full_resolution(
     let first_negative = (3..=max_lag).find(|&lag| at(lag) < 0.0)?;
     let peaks: Vec<(usize, f64)> = (min_lag.max(first_negative).max(3)..=max_lag)
         .filter(|&lag| at(lag) >= at(lag - 1) && at(lag) >= at(lag + 1))
+        // A peak must be seen to fall again: at the end of a short history the correlation is
+        // still rising towards the true period, and its last lag is no period.
+        .filter(|&lag| {
+            let beyond = lag + (lag / 10).max(2);
+            beyond <= history_cap && (lag + 1..=beyond.min(max_lag + 1)).all(|l| at(l) <= at(lag))
+        })
         .map(|lag| (lag, at(lag)))
         .filter(|&(_, r)| r >= min_acf)
         .collect();
@@ -230,13 +246,16 @@ fn detect_at_full_resolution(
     } else {
         lag as f64
     };
-    Some((centre, r))
+    // The peak's centre may lean past a narrow range (a known period ± 2 slots): the range is
+    // what the caller asked for.
+    Some((centre.clamp(min_lag as f64, max_lag as f64), r))
 }
 
 /// Zero-mean seasonal profile of period `lag`, indexed by absolute slot index modulo `lag`:
-/// the average over cycles of the series minus its centred moving average. Needs two cycles.
+/// the average over cycles of the series minus its centred moving average. Needs
+/// [`MIN_CYCLES`] cycles.
 pub fn seasonal_profile(values: &[f64], first_index: u64, lag: usize) -> Option<Vec<f64>> {
-    if lag == 0 || values.len() < 2 * lag {
+    if !enough_cycles(values.len(), lag) {
         return None;
     }
     let mut sums = vec![0.0; lag];
@@ -251,6 +270,25 @@ pub fn seasonal_profile(values: &[f64], first_index: u64, lag: usize) -> Option<
         let phase = ((first_index + centre as u64) % lag as u64) as usize;
         sums[phase] += values[centre] - window / lag as f64;
         counts[phase] += 1;
+    }
+    // Under two cycles the centred windows miss some phases; those are measured against the
+    // first or last full window instead (one-sided, so a trend biases them a little — better
+    // than no profile for a whole extra cycle).
+    let len = values.len();
+    let window_mean =
+        |range: std::ops::Range<usize>| values[range].iter().sum::<f64>() / lag as f64;
+    let edges = [
+        (0..half, window_mean(0..lag)),
+        (len - lag + half + 1..len, window_mean(len - lag..len)),
+    ];
+    for (range, mean) in edges {
+        for i in range {
+            let phase = ((first_index + i as u64) % lag as u64) as usize;
+            if counts[phase] == 0 {
+                sums[phase] = values[i] - mean;
+                counts[phase] = 1;
+            }
+        }
     }
     let mut profile: Vec<f64> = sums
         .iter()
@@ -352,8 +390,38 @@ mod tests {
     }
 
     #[test]
-    fn needs_two_cycles() {
-        assert_eq!(detect_period(&series(170, 90, 0.0), 10, 400, 0.5), None);
+    fn needs_one_and_a_half_cycles() {
+        // 1.5 cycles, and the correlation's peak must also be seen to fall: from ~1.65 cycles.
+        assert_eq!(detect_period(&series(140, 90, 0.0), 10, 400, 0.5), None);
+        let (lag, _) = detect_period(&series(150, 90, 0.0), 10, 400, 0.5).unwrap();
+        assert!((89..=91).contains(&lag), "lag {lag}");
+    }
+
+    #[test]
+    fn a_known_period_is_found_in_its_narrow_range() {
+        // A known period is searched within ± 2 slots: the fall after the peak is checked only
+        // as far as that range and the history reach, or no known period would ever pass.
+        for len in [160, 300] {
+            let found = detect_period(&series(len, 90, 5.0), 88, 92, 0.5);
+            assert!(
+                found.is_some_and(|(lag, _)| (88..=92).contains(&lag)),
+                "{len}: {found:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn profile_from_one_and_a_half_cycles_covers_every_phase() {
+        // 135 slots of a 90-slot sine: the centred windows reach phases 45..90 only; the rest
+        // come from the first and last full windows.
+        let values = series(135, 90, 0.0);
+        assert_eq!(seasonal_profile(&values[..134], 0, 90), None);
+        let profile = seasonal_profile(&values, 0, 90).unwrap();
+        for (i, p) in profile.iter().enumerate() {
+            let truth = 300.0 * (TAU * i as f64 / 90.0).sin();
+            // The trend (2 per slot) biases the one-sided phases by up to half a window of it.
+            assert!((p - truth).abs() < 100.0, "phase {i}: {p} vs {truth}");
+        }
     }
 
     #[test]
