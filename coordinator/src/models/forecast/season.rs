@@ -139,7 +139,8 @@ pub fn detect_period(
 
 /// Cycles of history a period needs before it is detected and used: one full cycle gives every
 /// phase of the profile once, and the extra half cycle is the overlap autocorrelation needs to
-/// see the repeat (half a cycle of pairs).
+/// see the repeat (half a cycle of pairs). Detection in practice starts a little later (~1.65
+/// cycles): the correlation peak must also be seen to fall again.
 pub const MIN_CYCLES: f64 = 1.5;
 
 fn enough_cycles(len: usize, lag: usize) -> bool {
