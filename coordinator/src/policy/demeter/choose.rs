@@ -65,6 +65,8 @@ pub struct Context<'a> {
     /// Shapes whose largest in-place configuration plausibly carries the peak rate: the only
     /// ones worth profiling (None: no restriction).
     pub may_carry: Option<&'a HashSet<Shape>>,
+    /// The QoS budget's factor on `violation_cost_s` (1 within the budget).
+    pub violation_factor: f64,
 }
 
 impl Context<'_> {
@@ -74,7 +76,9 @@ impl Context<'_> {
     }
 
     fn violation_price(&self) -> f64 {
-        self.cfg.violation_cost_s * (self.cfg.cpu_weight + self.cfg.memory_weight)
+        self.violation_factor
+            * self.cfg.violation_cost_s
+            * (self.cfg.cpu_weight + self.cfg.memory_weight)
     }
 }
 
@@ -452,6 +456,27 @@ mod tests {
         recovery_s: 180.0,
     };
 
+    /// Paper-grid units, learned downtimes of 5 s in place and 30 s restarts, no shape rules.
+    fn test_context<'a>(
+        cfg: &'a DemeterConfig,
+        current: JobConfig,
+        rate_now: f64,
+        measured: &'a HashSet<Shape>,
+    ) -> Context<'a> {
+        Context {
+            qos: &QOS,
+            cfg,
+            reference: (24.0, 98_304.0),
+            current,
+            rate_now,
+            downtime_s: [5.0, 30.0, 30.0],
+            measured,
+            carries: None,
+            may_carry: None,
+            violation_factor: 1.0,
+        }
+    }
+
     fn scored(ctx: &Context<'_>, config: &str, capacity: f64) -> Scored {
         let config: JobConfig = config.parse().unwrap();
         let sure = |v: f64| Estimate {
@@ -500,17 +525,7 @@ mod tests {
         ]
         .into_iter()
         .collect();
-        let ctx = Context {
-            qos: &QOS,
-            cfg: &cfg,
-            reference: (24.0, 98_304.0),
-            current,
-            rate_now: 10_000.0,
-            downtime_s: [5.0, 30.0, 30.0],
-            measured: &measured,
-            carries: None,
-            may_carry: None,
-        };
+        let ctx = test_context(&cfg, current, 10_000.0, &measured);
         let candidates = vec![
             scored(&ctx, "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s", 40_000.0),
             scored(&ctx, "p=8,slots=1,mem=2048m,cpu=1,ckpt=10s", 25_000.0),
@@ -556,17 +571,7 @@ mod tests {
         let cfg = DemeterConfig::default();
         let current: JobConfig = "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s".parse().unwrap();
         let measured: HashSet<Shape> = HashSet::new();
-        let ctx = Context {
-            qos: &QOS,
-            cfg: &cfg,
-            reference: (24.0, 98_304.0),
-            current,
-            rate_now: 20_000.0,
-            downtime_s: [5.0, 30.0, 30.0],
-            measured: &measured,
-            carries: None,
-            may_carry: None,
-        };
+        let ctx = test_context(&cfg, current, 20_000.0, &measured);
         let candidates = vec![
             scored(&ctx, "p=24,slots=1,mem=1024m,cpu=1,ckpt=10s", 25_500.0),
             scored(&ctx, "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s", 25_000.0),
@@ -586,5 +591,27 @@ mod tests {
         // Without the current configuration among them there is nothing to compare with.
         let others = vec![candidates[0], candidates[2]];
         assert_eq!(stronger_than_current(others, current).len(), 2);
+    }
+
+    #[test]
+    fn an_overspent_qos_budget_prices_a_restart_out() {
+        // Halving the job's TaskManagers saves 0.25 of the safe default per second, 900 over
+        // the hour; the restart costs ~50 s over the QoS (30 s down, 20 s catching up), 500 at
+        // the operator's price: it pays. At five times the price it does not.
+        let cfg = DemeterConfig::default();
+        let current: JobConfig = "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s".parse().unwrap();
+        let measured: HashSet<Shape> = [shape_of(&current)].into_iter().collect();
+        let mut ctx = test_context(&cfg, current, 10_000.0, &measured);
+        let candidates = vec![
+            scored(&ctx, "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s", 40_000.0),
+            scored(&ctx, "p=8,slots=1,mem=2048m,cpu=1,ckpt=10s", 25_000.0),
+        ];
+        let chosen = best_move(&ctx, &candidates, false, Moves::Any).chosen;
+        assert_eq!(chosen.map(|c| c.index), Some(1), "{chosen:?}");
+        ctx.violation_factor = 5.0;
+        let verdict = best_move(&ctx, &candidates, false, Moves::Any);
+        assert!(verdict.chosen.is_none(), "{:?}", verdict.chosen);
+        let (_, why) = verdict.best_rejected.unwrap();
+        assert!(why.contains("change costs"), "{why}");
     }
 }

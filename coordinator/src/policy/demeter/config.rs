@@ -102,6 +102,19 @@ pub struct DemeterConfig {
     /// test (`tuning_flink`, an 18-h trace in 11 min) at 20 no change paid for itself and
     /// Demeter never moved.
     pub violation_cost_s: f64,
+    /// Share of production's seconds the policy's own changes may spend over the latency QoS
+    /// (down, or catching up over it) before a change's price rises above `violation_cost_s`,
+    /// in proportion to the overspend (0: a fixed price; see `policy::demeter::qos_budget`).
+    /// Well below the 1.5 % target, which also counts seconds no change caused, because the
+    /// estimate reacts only after hours. Measured (`simulate --failures-every 45m`, seeds 1–12,
+    /// cost / % over the QoS / changes), 0 → 0.005 with `max_violation_factor` 5: benchmark
+    /// CARS 0.474/1.17/17.1 → 0.483/1.04/15.7, ADS 0.317/1.14/15.4 → 0.348/0.90/12.5; perturbed
+    /// CARS 0.738/2.27/15.9 → 0.842/1.61/11.1, ADS 0.512/2.69/17.2 → 0.595/1.72/11.5. A fixed
+    /// `violation_cost_s` of 20 bought less QoS on the perturbed job for more money on the
+    /// benchmark one (ADS 0.373 on seeds 1–6).
+    pub violation_budget: f64,
+    /// The most the overspend may raise the price: the factor on `violation_cost_s`.
+    pub max_violation_factor: f64,
     /// A cost-saving change must save at least this fraction of the current cost per second.
     pub min_saving: f64,
     /// No cost-saving change before this many seconds in the current configuration (QoS-risk
@@ -215,6 +228,8 @@ impl Default for DemeterConfig {
             cpu_weight: 0.5,
             memory_weight: 0.5,
             violation_cost_s: 10.0,
+            violation_budget: 0.005,
+            max_violation_factor: 5.0,
             min_saving: 0.08,
             min_dwell_s: 3_600,
             dwell_after_risk_s: Some(2_400),
@@ -325,6 +340,10 @@ impl DemeterConfig {
                 / self.profile_run_s.max(1) as f64,
             full_refit_every_s: scale(self.full_refit_every_s, 600),
             window_s: scale32(self.window_s, 10),
+            // A change's downtime does not shrink with the day, so in a compressed replay its
+            // share of the seconds is `factor` times what it would be: the budget would read
+            // every change as overspending.
+            violation_budget: 0.0,
             ..self.clone()
         }
     }
@@ -375,6 +394,7 @@ impl DemeterConfig {
             self.cpu_weight,
             self.memory_weight,
             self.violation_cost_s,
+            self.violation_budget,
             self.min_saving,
             self.initial_restart_downtime_s,
             self.initial_inplace_downtime_s,
@@ -387,6 +407,11 @@ impl DemeterConfig {
         ];
         if non_negative.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
             return fail("weights, costs, downtimes and shares must be finite and non-negative");
+        }
+        if self.violation_budget >= 1.0 || self.max_violation_factor < 1.0 {
+            return fail(
+                "violation_budget must lie in [0, 1) and max_violation_factor be at least 1",
+            );
         }
         if self.cpu_weight + self.memory_weight == 0.0 {
             return fail("cpu_weight + memory_weight must be positive");

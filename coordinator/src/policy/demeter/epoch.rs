@@ -37,6 +37,7 @@ impl DemeterPolicy {
             measured: self.memory.measured_shapes(),
             carries: carrying.map(|c| &c.carries),
             may_carry: carrying.map(|c| &c.may_carry),
+            violation_factor: self.qos_budget.price_factor(),
         }
     }
 

@@ -34,6 +34,7 @@ mod config;
 mod epoch;
 mod memory;
 mod model;
+mod qos_budget;
 mod rates;
 #[cfg(test)]
 mod tests;
@@ -109,6 +110,11 @@ pub struct DemeterPolicy {
     last_profile_s: Option<f64>,
     /// Learned downtime per [`choose::Downtime`] class.
     downtime_s: [f64; 3],
+    /// Seconds the policy's changes spent over the QoS, and the price factor they set.
+    qos_budget: qos_budget::QosBudget,
+    /// The job is catching up after a change of the policy's (its seconds over the QoS are
+    /// the change's).
+    settling_after_change: bool,
     started_s: Option<f64>,
     next_risk_s: f64,
     next_optimise_s: f64,
@@ -156,6 +162,8 @@ impl DemeterPolicy {
                 cfg.initial_restart_downtime_s,
                 cfg.initial_restart_downtime_s,
             ],
+            qos_budget: qos_budget::QosBudget::new(cfg.violation_budget, cfg.max_violation_factor),
+            settling_after_change: false,
             candidates,
             qos,
             safe,
@@ -274,6 +282,13 @@ impl Policy for DemeterPolicy {
             self.current = Some(tick.config);
         }
         let facts = self.watch.on_tick(now_s, tick, self.in_flight.is_some());
+        self.settling_after_change &= self.watch.catching_up();
+        let over = tick.phase == crate::policy::JobPhase::Down
+            || tick
+                .latency_p95_ms
+                .is_some_and(|l| l > self.qos.latency_p95_ms);
+        let ours = self.in_flight.is_some() || self.settling_after_change;
+        self.qos_budget.on_tick(now_s, over, ours);
         self.memory.record_tick(now_s, tick, facts.steady);
         if let Some((config, rate, recovery_s)) = facts.recovery
             && let Some((latency, busy)) = self.memory.latest_of(&config)
@@ -343,6 +358,7 @@ impl Policy for DemeterPolicy {
         }
         self.current = Some(outcome.running);
         self.last_change_s = Some(now_s);
+        self.settling_after_change = true;
         self.memory.close_window();
     }
 

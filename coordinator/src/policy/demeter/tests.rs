@@ -585,6 +585,11 @@ fn compressing_divides_the_time_knobs_with_floors_and_keeps_the_rest() {
         c.initial_restart_downtime_s,
         base.initial_restart_downtime_s
     );
+    assert!(base.violation_budget > 0.0);
+    assert_eq!(
+        c.violation_budget, 0.0,
+        "a compressed day inflates a change's share"
+    );
     assert_eq!(base.compressed(1.0), base);
     assert_eq!(base.compressed(f64::NAN), base);
     // The forecasters' cadences follow the season.
