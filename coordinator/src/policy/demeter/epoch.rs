@@ -4,7 +4,8 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use super::choose::{
-    Context, Downtime, Moves, Scored, best_move, profile_batch, stronger_than_current,
+    Context, Downtime, Moves, Scored, best_move, cmp_odds, likeliest_move, profile_batch,
+    risk_odds, stronger_than_current,
 };
 use super::memory::{Shape, shape_of};
 use super::rates::DecisionRates;
@@ -278,44 +279,16 @@ impl DemeterPolicy {
             let scored = self.score(current, rates.risk, max_cost, false)?;
             let scored = stronger_than_current(scored, current);
             let ctx = self.context(current, None);
-            // Likeliest to meet the QoS; where none is likely at all (every one past the
-            // headroom at this rate), the likeliest to carry it: without that tie-break a job
-            // drowning at a rate nothing allowed is believed to meet stayed where it was.
-            let odds = |s: &Scored| {
-                (
-                    s.usable_probability(&self.cfg),
-                    s.p_feasible,
-                    s.prediction.capacity.log_mean,
-                )
-            };
-            let better = |a: (f64, f64, f64), b: (f64, f64, f64)| {
-                a.0.total_cmp(&b.0)
-                    .then(a.1.total_cmp(&b.1))
-                    .then(a.2.total_cmp(&b.2))
-            };
             // Only a violation seen, not one forecast, justifies a leap into an unmeasured
             // shape: its odds are the model's extrapolation, and a risk move into one that then
             // drowned cost more than the risk it fled.
-            let leap = self.observed_violation();
-            let likeliest = scored
-                .iter()
-                .filter(|s| s.prediction.config != current)
-                .filter(|s| leap || s.measured)
-                .max_by(|a, b| {
-                    better(odds(a), odds(b)).then_with(|| {
-                        let floor = ctx.cost(&current);
-                        let (ia, ib) = (
-                            super::choose::price(&ctx, 0, a, floor).change_cost,
-                            super::choose::price(&ctx, 0, b, floor).change_cost,
-                        );
-                        ib.total_cmp(&ia)
-                    })
-                });
+            let likeliest = likeliest_move(&ctx, &scored, self.observed_violation());
+            let odds = |s: &Scored| risk_odds(s, &self.cfg);
             let stay = scored.iter().find(|s| s.prediction.config == current);
             let current_p = stay.map_or(p_current, |s| s.usable_probability(&self.cfg));
             let current_odds = stay.map_or((p_current, p_current, f64::NEG_INFINITY), odds);
             if let Some(best) = likeliest
-                && better(odds(best), current_odds).is_gt()
+                && cmp_odds(odds(best), current_odds).is_gt()
             {
                 let why = format!(
                     "staying: P(feasible) {current_p:.2}; nothing is acceptable at {:.0}/s, the \
