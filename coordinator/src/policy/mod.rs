@@ -113,8 +113,9 @@ pub enum Action {
     },
 }
 
-/// CPU cores and memory (MB) free for profiling copies beside production.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+/// CPU cores and memory (MB): what profiling copies may take beside production, and (as
+/// `profiler::plan::Resources`) what a copy books or the profiling cap allows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProfilingRoom {
     pub cpu_cores: f64,
     pub memory_mb: f64,

@@ -31,12 +31,9 @@ impl PortRange {
     }
 }
 
-/// CPU cores and memory (MiB).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Resources {
-    pub cpu_cores: f64,
-    pub memory_mb: f64,
-}
+/// CPU cores and memory (MiB): the policy's own type, so the room the loop reports and what
+/// the profiler books are one thing.
+pub use crate::policy::ProfilingRoom as Resources;
 
 impl Resources {
     fn plus(self, o: Resources) -> Resources {

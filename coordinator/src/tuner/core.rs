@@ -20,9 +20,7 @@ use crate::flink::JobMetricsSnapshot;
 use crate::models::observations::Observation;
 use crate::models::space::JobConfig;
 use crate::observe::{PeriodExtras, job_tick};
-use crate::policy::{
-    Action, ForecastSummary, JobPhase, JobTick, Policy, ProfilingRoom, ReconfigureOutcome,
-};
+use crate::policy::{Action, ForecastSummary, JobPhase, JobTick, Policy, ReconfigureOutcome};
 use crate::profiler::Resources;
 
 /// A policy that can live in the daemon's tasks.
@@ -305,13 +303,7 @@ impl TunerCore {
     /// What a profiling copy's TaskManagers could get now beside production.
     pub fn handle_profiling_room(&mut self, now_ms: u64, room: Resources) {
         let now = self.policy_now(now_ms);
-        self.policy.handle_profiling_room(
-            now,
-            ProfilingRoom {
-                cpu_cores: room.cpu_cores,
-                memory_mb: room.memory_mb,
-            },
-        );
+        self.policy.handle_profiling_room(now, room);
         self.drain(now_ms);
     }
 
