@@ -158,9 +158,13 @@ impl FlinkClient {
                 job: None,
             })
             .await?;
-        Ok(ClusterConfig::from_pairs(
-            entries.into_iter().map(|e| (e.key, e.value)),
-        ))
+        Ok(ClusterConfig::from(entries))
+    }
+}
+
+impl From<Vec<Entry>> for ClusterConfig {
+    fn from(entries: Vec<Entry>) -> Self {
+        Self::from_pairs(entries.into_iter().map(|e| (e.key, e.value)))
     }
 }
 
@@ -171,7 +175,7 @@ mod tests {
 
     fn captured() -> ClusterConfig {
         let entries: Vec<Entry> = fixture("jobmanager_config.json");
-        ClusterConfig::from_pairs(entries.into_iter().map(|e| (e.key, e.value)))
+        ClusterConfig::from(entries)
     }
 
     #[test]
