@@ -24,7 +24,12 @@ pub struct QosBudget {
     over_s: f64,
     watched_s: f64,
     last_tick_s: Option<f64>,
+    /// The factor last logged: an operator sees the price move, not every tick.
+    logged_factor: f64,
 }
+
+/// A factor this far from the one last logged is logged again.
+const LOG_STEP: f64 = 0.5;
 
 impl QosBudget {
     pub fn new(share: f64, max_factor: f64) -> Self {
@@ -34,6 +39,7 @@ impl QosBudget {
             over_s: 0.0,
             watched_s: 0.0,
             last_tick_s: None,
+            logged_factor: 1.0,
         }
     }
 
@@ -47,6 +53,17 @@ impl QosBudget {
         self.watched_s += dt;
         if over && ours {
             self.over_s += dt;
+        }
+        let factor = self.price_factor();
+        if (factor - self.logged_factor).abs() >= LOG_STEP {
+            self.logged_factor = factor;
+            tracing::info!(
+                policy = "demeter",
+                factor,
+                spent_share = self.spent_share(),
+                budget = self.share,
+                "changes' seconds over the QoS against their budget: change price factor moved"
+            );
         }
     }
 
