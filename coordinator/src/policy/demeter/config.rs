@@ -408,9 +408,11 @@ impl DemeterConfig {
         if non_negative.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
             return fail("weights, costs, downtimes and shares must be finite and non-negative");
         }
-        if self.violation_budget >= 1.0 || self.max_violation_factor < 1.0 {
+        if self.violation_budget >= 1.0
+            || !(self.max_violation_factor.is_finite() && self.max_violation_factor >= 1.0)
+        {
             return fail(
-                "violation_budget must lie in [0, 1) and max_violation_factor be at least 1",
+                "violation_budget must lie in [0, 1) and max_violation_factor be finite and at least 1",
             );
         }
         if self.cpu_weight + self.memory_weight == 0.0 {

@@ -73,8 +73,9 @@ impl QosBudget {
     }
 
     /// What a second over the QoS is worth now relative to `violation_cost_s`: 1 within the
-    /// budget, rising with the overspend up to `max_factor`. Never below 1: under budget, the
-    /// operator's price stands (cheaper changes were tried and spent the savings on flapping).
+    /// budget, rising with the overspend up to `max_factor`. Never below 1: the operator's price
+    /// is the floor; an underspent budget says the changes were affordable, not that they were
+    /// worth more of them (lowering it was not measured).
     pub fn price_factor(&self) -> f64 {
         if self.share <= 0.0 {
             return 1.0;

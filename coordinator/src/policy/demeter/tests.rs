@@ -443,6 +443,9 @@ fn a_policy_file_names_only_what_it_changes_and_is_checked() {
     assert_eq!(config.min_dwell_s, 1_800);
     assert_eq!(config.horizon_s, DemeterConfig::default().horizon_s);
     assert!(DemeterConfig::from_toml("max_risk_cost = 0.5").is_err());
+    assert!(DemeterConfig::from_toml("max_violation_factor = 0.5").is_err());
+    assert!(DemeterConfig::from_toml("max_violation_factor = nan").is_err());
+    assert!(DemeterConfig::from_toml("violation_budget = 1.0").is_err());
     assert!(DemeterConfig::from_toml("min_dwel_s = 1800").is_err());
 }
 
