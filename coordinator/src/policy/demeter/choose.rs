@@ -420,90 +420,10 @@ pub fn profile_batch(
     }))
 }
 
-/// Least capacity gain of a QoS-risk move's target over the current configuration.
-const RISK_MOVE_MIN_GAIN: f64 = 1.05;
-
-/// The current configuration and the candidates predicted to carry clearly more. The current
-/// one is at risk because the rate nears what it carries, so a move that adds no capacity
-/// cannot help; yet one whose capacity rests on older, fewer measurements often looked likelier
-/// than the current one, whose recent overloads and failures the model had just absorbed, and
-/// risk moves flapped between TaskManager memory sizes of equal capacity.
-pub fn stronger_than_current(scored: Vec<Scored>, current: JobConfig) -> Vec<Scored> {
-    let Some(now) = scored
-        .iter()
-        .find(|s| s.prediction.config == current)
-        .map(|s| s.prediction.capacity.median())
-    else {
-        return scored;
-    };
-    scored
-        .into_iter()
-        .filter(|s| {
-            s.prediction.config == current
-                || s.prediction.capacity.median() >= RISK_MOVE_MIN_GAIN * now
-        })
-        .collect()
-}
-
-/// Best-effort risk moves: P(feasible) within this of the likeliest candidate's is a tie,
-/// which the cheaper candidate wins.
-const RISK_ODDS_TIE: f64 = 0.05;
-
-/// A candidate's odds of meeting the QoS for a best-effort risk move: usable P(feasible), then
-/// P(feasible) alone, then log capacity. Where none is likely at all (every one past the
-/// headroom at this rate), the likeliest to carry the rate decides: without that a job drowning
-/// at a rate nothing allowed is believed to meet stayed where it was.
-pub type Odds = (f64, f64, f64);
-
-pub fn risk_odds(s: &Scored, cfg: &DemeterConfig) -> Odds {
-    (
-        s.usable_probability(cfg),
-        s.p_feasible,
-        s.prediction.capacity.log_mean,
-    )
-}
-
-pub fn cmp_odds(a: Odds, b: Odds) -> std::cmp::Ordering {
-    a.0.total_cmp(&b.0)
-        .then(a.1.total_cmp(&b.1))
-        .then(a.2.total_cmp(&b.2))
-}
-
-/// The best-effort risk move when nothing is acceptable: the likeliest to meet the QoS among
-/// the other candidates (of measured shapes unless `leap`), the cheaper of two whose usable
-/// odds are within [`RISK_ODDS_TIE`] of the best (the model's odds differ by less than its own
-/// error there, and the likeliest was often the largest configuration of its shape, at up to
-/// twice the safe default's cost), then the cheaper change.
-pub fn likeliest_move<'a>(
-    ctx: &Context<'_>,
-    scored: &'a [Scored],
-    leap: bool,
-) -> Option<&'a Scored> {
-    let eligible = |s: &&Scored| s.prediction.config != ctx.current && (leap || s.measured);
-    let best_usable = scored
-        .iter()
-        .filter(eligible)
-        .map(|s| s.usable_probability(ctx.cfg))
-        .fold(0.0, f64::max);
-    let near_best = |s: &Scored| {
-        best_usable > 0.0 && s.usable_probability(ctx.cfg) >= best_usable - RISK_ODDS_TIE
-    };
-    let floor = ctx.cost(&ctx.current);
-    let change_cost = |s: &Scored| price(ctx, 0, s, floor).change_cost;
-    scored.iter().filter(eligible).max_by(|a, b| {
-        let tie = if near_best(a) && near_best(b) {
-            b.cost.total_cmp(&a.cost)
-        } else {
-            std::cmp::Ordering::Equal
-        };
-        tie.then(cmp_odds(risk_odds(a, ctx.cfg), risk_odds(b, ctx.cfg)))
-            .then_with(|| change_cost(b).total_cmp(&change_cost(a)))
-    })
-}
-
+/// Predictions and contexts for the decision tests here and in `risk`.
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+pub(super) mod fixtures {
     use super::*;
     use crate::models::surrogate::Estimate;
 
@@ -513,7 +433,7 @@ mod tests {
     };
 
     /// Paper-grid units, learned downtimes of 5 s in place and 30 s restarts, no shape rules.
-    fn test_context<'a>(
+    pub fn test_context<'a>(
         cfg: &'a DemeterConfig,
         current: JobConfig,
         rate_now: f64,
@@ -533,7 +453,7 @@ mod tests {
         }
     }
 
-    fn scored(ctx: &Context<'_>, config: &str, capacity: f64) -> Scored {
+    pub fn scored(ctx: &Context<'_>, config: &str, capacity: f64) -> Scored {
         let config: JobConfig = config.parse().unwrap();
         let sure = |v: f64| Estimate {
             log_mean: v.ln(),
@@ -550,6 +470,14 @@ mod tests {
             },
         )
     }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    use super::fixtures::{scored, test_context};
 
     #[test]
     fn a_restart_onto_the_taskmanagers_the_job_has_is_its_own_downtime_class() {
@@ -623,33 +551,6 @@ mod tests {
     }
 
     #[test]
-    fn a_risk_move_must_add_capacity() {
-        let cfg = DemeterConfig::default();
-        let current: JobConfig = "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s".parse().unwrap();
-        let measured: HashSet<Shape> = HashSet::new();
-        let ctx = test_context(&cfg, current, 20_000.0, &measured);
-        let candidates = vec![
-            scored(&ctx, "p=24,slots=1,mem=1024m,cpu=1,ckpt=10s", 25_500.0),
-            scored(&ctx, "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s", 25_000.0),
-            scored(&ctx, "p=24,slots=2,mem=4096m,cpu=3,ckpt=10s", 31_000.0),
-        ];
-        let kept: Vec<String> = stronger_than_current(candidates.clone(), current)
-            .iter()
-            .map(|s| s.prediction.config.to_string())
-            .collect();
-        assert_eq!(
-            kept,
-            [
-                "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s",
-                "p=24,slots=2,mem=4096m,cpu=3,ckpt=10s"
-            ]
-        );
-        // Without the current configuration among them there is nothing to compare with.
-        let others = vec![candidates[0], candidates[2]];
-        assert_eq!(stronger_than_current(others, current).len(), 2);
-    }
-
-    #[test]
     fn an_overspent_qos_budget_prices_a_restart_out() {
         // Halving the job's TaskManagers saves 0.25 of the safe default per second, 900 over
         // the hour; the restart costs ~50 s over the QoS (30 s down, 20 s catching up), 500 at
@@ -669,46 +570,5 @@ mod tests {
         assert!(verdict.chosen.is_none(), "{:?}", verdict.chosen);
         let (_, why) = verdict.best_rejected.unwrap();
         assert!(why.contains("change costs"), "{why}");
-    }
-
-    #[test]
-    fn a_best_effort_risk_move_takes_the_cheaper_of_near_equal_odds() {
-        let cfg = DemeterConfig::default();
-        let current: JobConfig = "p=24,slots=1,mem=4096m,cpu=1,ckpt=10s".parse().unwrap();
-        let measured: HashSet<Shape> = [shape_of(&current)].into_iter().collect();
-        let ctx = test_context(&cfg, current, 40_000.0, &measured);
-        let with_odds = |config: &str, capacity: f64, p: f64| {
-            let mut s = scored(&ctx, config, capacity);
-            s.p_feasible = p;
-            s
-        };
-        let mut candidates = vec![
-            with_odds("p=24,slots=1,mem=4096m,cpu=1,ckpt=10s", 25_000.0, 0.0),
-            with_odds("p=24,slots=1,mem=4096m,cpu=3,ckpt=10s", 70_000.0, 0.81),
-            with_odds("p=20,slots=1,mem=4096m,cpu=3,ckpt=10s", 60_000.0, 0.80),
-            with_odds("p=16,slots=1,mem=4096m,cpu=3,ckpt=10s", 50_000.0, 0.78),
-            with_odds("p=24,slots=1,mem=4096m,cpu=2,ckpt=10s", 40_000.0, 0.50),
-        ];
-        let pick = |c: &[Scored], leap| likeliest_move(&ctx, c, leap).map(|s| s.prediction.config);
-        // Unmeasured shapes only on an observed violation.
-        assert_eq!(pick(&candidates, false), None);
-        assert_eq!(
-            pick(&candidates, true),
-            Some(candidates[3].prediction.config)
-        );
-        // Past the tie, the odds decide.
-        candidates[3].p_feasible = 0.70;
-        assert_eq!(
-            pick(&candidates, true),
-            Some(candidates[2].prediction.config)
-        );
-        // Where nothing is likely at all, the likeliest to carry the rate, whatever its cost.
-        for c in &mut candidates {
-            c.p_feasible = 0.0;
-        }
-        assert_eq!(
-            pick(&candidates, true),
-            Some(candidates[1].prediction.config)
-        );
     }
 }

@@ -3,12 +3,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::choose::{
-    Context, Downtime, Moves, Scored, best_move, cmp_odds, likeliest_move, profile_batch,
-    risk_odds, stronger_than_current,
-};
+use super::choose::{Context, Downtime, Moves, Scored, best_move, profile_batch};
 use super::memory::{Shape, shape_of};
 use super::rates::DecisionRates;
+use super::risk::{cmp_odds, likeliest_move, risk_odds, stronger_than_current};
 use super::{DemeterPolicy, InFlight};
 use crate::Result;
 use crate::models::space::JobConfig;

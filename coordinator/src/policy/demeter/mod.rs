@@ -36,6 +36,7 @@ mod memory;
 mod model;
 mod qos_budget;
 mod rates;
+mod risk;
 #[cfg(test)]
 mod tests;
 mod watch;
