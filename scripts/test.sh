@@ -37,6 +37,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "build the binaries the end-to-end tests start"
 cargo build --workspace --bins
 
+# The README's generalisation figures come from 18-hour replays on the release build; here two
+# hours of every trace on the debug build check that the script and `simulate --json` agree.
+step "scripts/generalisation.py: 2-hour replays of each trace (the script runs; no figures)"
+python3 scripts/generalisation.py --binary target/debug/demeter-coordinator --hours 2 >/dev/null
+
 mkdir -p .lab
 ops_pid=
 if [ "${SKIP_OPS:-0}" != 1 ]; then
