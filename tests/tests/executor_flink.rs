@@ -3,8 +3,9 @@
 //! `demeter-coordinator job` CLI, one cluster for all scenarios to keep CI time down:
 //!
 //! 1. end-to-end: first deployment, an in-place parallelism change on the same TaskManager,
-//!    an in-place scale-out onto a second one, two full restarts (parallelism back down,
-//!    memory, slots, checkpoint interval), a killed TaskManager with its recovery timed;
+//!    an in-place scale-out onto a second one, an in-place scale-in that stops the TaskManager
+//!    Flink left idle, two full restarts (parallelism, memory, slots, checkpoint interval), a
+//!    killed TaskManager with its recovery timed;
 //! 2. rollback: TaskManagers that cannot start (400m) → the old configuration runs again from
 //!    the same savepoint;
 //! 3. crash safety: the CLI SIGKILLs itself (`DEMETER_FAILPOINT`) after each step and in the
@@ -86,28 +87,39 @@ async fn end_to_end(b: &mut Bench, f: &mut Figures) {
 
     // A scale-out onto a second TaskManager: it starts beside the running job, then the
     // same job rescales onto it; no savepoint.
-    let (op, down) = b.apply_timed(&["--parallelism", "3"]).await;
-    assert_eq!(op.strategy, Strategy::InPlace);
-    let d = b
-        .expect_applied(&op, "p=3,slots=2,mem=1024m,cpu=1,ckpt=5")
+    let (d, down) = b
+        .apply_in_place(
+            "3",
+            "p=3,slots=2,mem=1024m,cpu=1,ckpt=5",
+            &[
+                "taskmanagers",
+                "wait-taskmanagers",
+                "rescale",
+                "wait-running",
+            ],
+        )
         .await;
-    assert_eq!(Some(&d.job_id), op.from.as_ref().map(|f| &f.job_id));
-    assert!(op.savepoint.is_none());
-    let steps: Vec<_> = op.step_durations().into_iter().map(|(s, _)| s).collect();
-    assert_eq!(
-        steps,
-        [
-            "taskmanagers",
-            "wait-taskmanagers",
-            "rescale",
-            "wait-running"
-        ]
-    );
     b.expect_taskmanagers(&d.config).await;
     f.scale_out_downtime.push(down);
 
-    // Back onto one TaskManager (and a new size) through a savepoint: Flink, not Demeter,
-    // picks which TaskManagers keep the job's slots after a rescale.
+    // A scale-in onto one subtask, in place: the same job rescales, then the TaskManager Flink
+    // left without a subtask stops (whichever of the two it is); no savepoint.
+    let (d, down) = b
+        .apply_in_place(
+            "1",
+            "p=1,slots=2,mem=1024m,cpu=1,ckpt=5",
+            &["rescale", "wait-running", "release"],
+        )
+        .await;
+    assert_eq!(d.taskmanager_indices().len(), 1, "{d:?}");
+    b.expect_deployment_taskmanagers(&d).await;
+    f.in_place_downtime.push(down);
+    println!(
+        "in-place scale-in 3 → 1: kept {:?}, {down} ms down",
+        d.taskmanager_indices()
+    );
+
+    // Back onto one TaskManager (and a new size) through a savepoint.
     for (n, (to, expected)) in [
         (
             [

@@ -41,6 +41,9 @@ pub enum Effect {
     /// `PUT /jobs/<job>/resource-requirements` with every vertex's upper bound at
     /// `parallelism`. → [`Event::Rescaled`]
     Rescale { job: JobId, parallelism: u32 },
+    /// Ids of the TaskManagers running any subtask of the job (`GET
+    /// /jobs/<job>/vertices/<vertex>/taskmanagers` per vertex). → [`Event::Placement`]
+    QueryPlacement { job: JobId },
     /// `PATCH /jobs/<job>?mode=cancel`. → [`Event::Cancelled`]
     Cancel { job: JobId },
     /// The newest completed checkpoint or savepoint of a job. → [`Event::RestorePoint`]
@@ -126,6 +129,7 @@ pub enum Event {
     /// `Ok(None)`: Flink does not know the job.
     Job(Result<Option<JobView>, Fault>),
     Rescaled(Result<(), Fault>),
+    Placement(Result<Vec<String>, Fault>),
     Cancelled(Result<(), Fault>),
     RestorePoint(Result<Option<String>, Fault>),
 }

@@ -231,6 +231,7 @@ mod tests {
         let from = Deployment {
             config: "p=1,slots=2,mem=1g,cpu=1,ckpt=5".parse().unwrap(),
             job_id: JobId::from("a"),
+            taskmanagers: None,
         };
         j.register(&JobRecord::for_tests(Some(from.clone())))
             .unwrap();
@@ -265,6 +266,7 @@ mod tests {
         done.phase = super::super::Phase::Finished(Outcome::Applied(Deployment {
             config: to,
             job_id: JobId::from("a"),
+            taskmanagers: None,
         }));
         j.record(&done).unwrap();
         assert!(j.in_flight().unwrap().is_empty());

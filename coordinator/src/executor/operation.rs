@@ -11,6 +11,28 @@ use crate::models::space::JobConfig;
 pub struct Deployment {
     pub config: JobConfig,
     pub job_id: JobId,
+    /// Indices `i` of its TaskManagers `<job>-tm<i>` when they are not `0..task_managers()`:
+    /// an in-place scale-in keeps the TaskManagers Flink left the job's subtasks on, whichever
+    /// they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taskmanagers: Option<Vec<u32>>,
+}
+
+impl Deployment {
+    pub fn new(config: JobConfig, job_id: JobId) -> Self {
+        Self {
+            config,
+            job_id,
+            taskmanagers: None,
+        }
+    }
+
+    /// Indices of the TaskManagers the job has.
+    pub fn taskmanager_indices(&self) -> Vec<u32> {
+        self.taskmanagers
+            .clone()
+            .unwrap_or_else(|| (0..self.config.task_managers()).collect())
+    }
 }
 
 /// One step of a reconfiguration. Forward and rollback share the steps that bring a
@@ -33,6 +55,9 @@ pub enum Step {
     WaitRunning,
     /// In-place parallelism change through the adaptive scheduler.
     Rescale,
+    /// After an in-place scale-in: stop the TaskManagers Flink reports holding none of the
+    /// job's subtasks, as many as the new configuration no longer needs.
+    Release,
     /// Rollback: stop the job this operation submitted (with a savepoint while it runs).
     StopNew,
     /// Rollback: cancel the submitted job when it cannot take a savepoint.
@@ -54,6 +79,7 @@ impl Step {
             Self::Submit => "submit",
             Self::WaitRunning => "wait-running",
             Self::Rescale => "rescale",
+            Self::Release => "release",
             Self::StopNew => "stop-new",
             Self::CancelNew => "cancel-new",
             Self::RestorePoint => "restore-point",
@@ -122,6 +148,10 @@ pub struct Operation {
     pub submitted: Option<JobId>,
     /// Where a rollback restores the old configuration from.
     pub restore_from: Option<String>,
+    /// An in-place scale-in's TaskManagers to keep (indices), chosen once Flink placed the
+    /// job's subtasks; journaled before any is stopped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kept: Option<Vec<u32>>,
     pub log: Vec<LogEntry>,
 }
 

@@ -12,9 +12,10 @@ use demeter_common::protocol::TaskManagerSpec;
 pub enum Strategy {
     /// The job is not running yet: start TaskManagers, submit without a savepoint.
     Initial,
-    /// Only the parallelism changes and the job keeps its TaskManagers: the adaptive scheduler
-    /// rescales in place (`PUT resource-requirements`), no savepoint. A scale-out that needs
-    /// more TaskManagers of the same shape starts them first, while the job runs on.
+    /// Only the parallelism changes: the adaptive scheduler rescales in place (`PUT
+    /// resource-requirements`), no savepoint. A scale-out that needs more TaskManagers of the
+    /// same shape starts them first, while the job runs on; a scale-in stops afterwards the
+    /// TaskManagers Flink left without any of the job's subtasks.
     InPlace,
     /// Stop with a savepoint, restart the TaskManagers with the new sizes if they change,
     /// submit from the savepoint.
@@ -43,15 +44,13 @@ pub fn choose(from: Option<&JobConfig>, to: &JobConfig, facts: ClusterFacts) -> 
         parallelism: to.parallelism,
         ..*from
     } == *to;
-    // Never in place onto fewer TaskManagers: Flink, not Demeter, picks which TaskManagers
-    // keep the job's slots after a rescale, so stopping the spare ones could kill running
-    // tasks. A scale-in across TaskManagers goes through a savepoint instead.
-    let fewer_taskmanagers = to.task_managers() < from.task_managers();
+    // Onto fewer TaskManagers too: Flink, not Demeter, picks which TaskManagers keep the
+    // job's subtasks after a rescale, so the release step asks Flink where they run and stops
+    // only TaskManagers holding none.
     let new_slots = (to.task_managers() - to.task_managers().min(from.task_managers()))
         .saturating_mul(to.slots_per_tm);
     let extra_slots = to.parallelism.saturating_sub(from.parallelism);
     if only_parallelism
-        && !fewer_taskmanagers
         && facts.adaptive_scheduler
         && extra_slots <= facts.free_slots.saturating_add(new_slots)
     {
@@ -64,6 +63,41 @@ pub fn choose(from: Option<&JobConfig>, to: &JobConfig, facts: ClusterFacts) -> 
 /// Whether an in-place change from `from` to `to` starts TaskManagers before it rescales.
 pub fn adds_taskmanagers(from: &JobConfig, to: &JobConfig) -> bool {
     to.task_managers() > from.task_managers()
+}
+
+/// Whether an in-place change from `from` to `to` stops TaskManagers after it rescales.
+pub fn releases_taskmanagers(from: &JobConfig, to: &JobConfig) -> bool {
+    to.task_managers() < from.task_managers()
+}
+
+/// The TaskManagers an in-place scale-out runs on: the ones the job has, plus the lowest
+/// unused indices until there are `wanted`.
+pub fn scale_out_indices(current: &[u32], wanted: u32) -> Vec<u32> {
+    let mut indices = current.to_vec();
+    let mut next = 0;
+    while (indices.len() as u64) < u64::from(wanted) {
+        if !indices.contains(&next) {
+            indices.push(next);
+        }
+        next += 1;
+    }
+    indices.sort_unstable();
+    indices
+}
+
+/// Which of the TaskManagers `current` (indices) an in-place scale-in to `wanted` keeps, given
+/// the ids of those Flink runs the job's subtasks on: every busy one, then idle ones (lowest
+/// index first) up to `wanted`. More than `wanted` when the subtasks are spread wider.
+pub fn kept_after_scale_in(job: &str, current: &[u32], busy: &[String], wanted: u32) -> Vec<u32> {
+    let is_busy = |i: &u32| busy.iter().any(|id| *id == taskmanager_id(job, *i));
+    let mut kept: Vec<u32> = current.iter().copied().filter(is_busy).collect();
+    for i in current.iter().copied().filter(|i| !is_busy(i)) {
+        if (kept.len() as u64) < u64::from(wanted) {
+            kept.push(i);
+        }
+    }
+    kept.sort_unstable();
+    kept
 }
 
 /// Whether going from `from` to `to` needs new TaskManager processes.
@@ -79,8 +113,20 @@ pub fn taskmanager_id(job: &str, index: u32) -> String {
 
 /// The TaskManagers a configuration runs on.
 pub fn taskmanager_specs(job: &str, cluster: &str, config: &JobConfig) -> Vec<TaskManagerSpec> {
-    (0..config.task_managers())
-        .map(|i| TaskManagerSpec {
+    let indices: Vec<u32> = (0..config.task_managers()).collect();
+    taskmanager_specs_at(job, cluster, config, &indices)
+}
+
+/// The TaskManagers `<job>-tm<i>` for each of `indices`, sized by `config`.
+pub fn taskmanager_specs_at(
+    job: &str,
+    cluster: &str,
+    config: &JobConfig,
+    indices: &[u32],
+) -> Vec<TaskManagerSpec> {
+    indices
+        .iter()
+        .map(|&i| TaskManagerSpec {
             id: taskmanager_id(job, i),
             cluster: cluster.to_string(),
             process_memory_mb: config.tm_memory_mb,
@@ -142,6 +188,48 @@ mod tests {
     }
 
     #[test]
+    fn a_scale_in_is_in_place_and_keeps_the_taskmanagers_flink_left_the_job_on() {
+        let wide = cfg("p=4,slots=1,mem=1g,cpu=1,ckpt=5");
+        let narrow = cfg("p=2,slots=1,mem=1g,cpu=1,ckpt=5");
+        assert_eq!(choose(Some(&wide), &narrow, ADAPTIVE), Strategy::InPlace);
+        assert!(releases_taskmanagers(&wide, &narrow));
+        assert!(!releases_taskmanagers(&narrow, &wide));
+        let busy = |ids: &[&str]| ids.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // Flink kept the subtasks on tm1 and tm3: those stay, whatever their index.
+        assert_eq!(
+            kept_after_scale_in(
+                "bench",
+                &[0, 1, 2, 3],
+                &busy(&["bench-tm3", "bench-tm1"]),
+                2
+            ),
+            [1, 3]
+        );
+        // One subtask on tm2 of a two-slot shape: tm2 and the lowest idle one stay.
+        assert_eq!(
+            kept_after_scale_in("bench", &[0, 1, 2], &busy(&["bench-tm2"]), 2),
+            [0, 2]
+        );
+        // Spread wider than needed (or another job's TaskManager listed): nothing busy goes.
+        assert_eq!(
+            kept_after_scale_in(
+                "bench",
+                &[0, 1, 2],
+                &busy(&["bench-tm0", "bench-tm2", "x"]),
+                1
+            ),
+            [0, 2]
+        );
+        // A later scale-out fills the gaps first.
+        assert_eq!(scale_out_indices(&[1, 3], 4), [0, 1, 2, 3]);
+        assert_eq!(scale_out_indices(&[1, 3], 3), [0, 1, 3]);
+        assert_eq!(scale_out_indices(&[0, 1, 2], 2), [0, 1, 2]);
+        let specs = taskmanager_specs_at("bench", "c", &narrow, &[1, 3]);
+        let ids: Vec<_> = specs.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["bench-tm1", "bench-tm3"]);
+    }
+
+    #[test]
     fn everything_else_restarts() {
         let from = cfg("p=2,slots=2,mem=1g,cpu=1,ckpt=5");
         for to in [
@@ -157,9 +245,6 @@ mod tests {
                 "{to}"
             );
         }
-        // Onto fewer TaskManagers: which of them the job's slots stay on is Flink's choice.
-        let wide = cfg("p=4,slots=2,mem=1g,cpu=1,ckpt=5");
-        assert_eq!(choose(Some(&wide), &from, ADAPTIVE), Strategy::Restart);
         let to = cfg("p=1,slots=2,mem=1g,cpu=1,ckpt=5");
         let default_scheduler = ClusterFacts {
             adaptive_scheduler: false,

@@ -7,7 +7,8 @@ use super::client::{FlinkClient, Target};
 use super::retry::Idempotency;
 use super::types::{
     ClusterOverview, DashboardConfig, JobDetails, JobId, JobOverview, JobsOverviewResponse,
-    ResourceRequirements, TaskManagerInfo, TaskManagersResponse,
+    ResourceRequirements, TaskManagerId, TaskManagerInfo, TaskManagersResponse, VertexId,
+    VertexTaskManagers,
 };
 use crate::Result;
 
@@ -109,6 +110,41 @@ impl FlinkClient {
         Ok(())
     }
 
+    /// `GET /jobs/<id>/vertices/<vertex>/taskmanagers`: where the vertex's subtasks run.
+    pub async fn vertex_taskmanagers(
+        &self,
+        job: &JobId,
+        vertex: &VertexId,
+    ) -> Result<VertexTaskManagers> {
+        self.get_json(Target {
+            op: "vertex_taskmanagers",
+            segments: &[
+                "jobs",
+                job.as_str(),
+                "vertices",
+                vertex.as_str(),
+                "taskmanagers",
+            ],
+            query: &[],
+            job: Some(job),
+        })
+        .await
+    }
+
+    /// Every TaskManager running a subtask of the job, over all its vertices (sorted, once
+    /// each): what must not be stopped while the job runs.
+    pub async fn job_taskmanagers(&self, job: &JobId) -> Result<Vec<TaskManagerId>> {
+        let details = self.job_details(job).await?;
+        let mut ids = Vec::new();
+        for vertex in &details.vertices {
+            let placed = self.vertex_taskmanagers(job, &vertex.id).await?;
+            ids.extend(placed.taskmanagers.into_iter().map(|t| t.taskmanager_id));
+        }
+        ids.sort();
+        ids.dedup();
+        Ok(ids)
+    }
+
     /// `GET /taskmanagers`: registered TaskManagers with slots and memory configuration.
     pub async fn taskmanagers(&self) -> Result<Vec<TaskManagerInfo>> {
         let response: TaskManagersResponse = self
@@ -186,6 +222,24 @@ mod tests {
         assert_eq!(d.max_parallelism, None);
         assert!(d.vertices.iter().all(|v| v.max_parallelism == Some(128)));
         assert!(!d.is_fully_running());
+    }
+
+    #[test]
+    fn decodes_where_a_vertex_runs() {
+        // Two subtasks of the source on two one-slot TaskManagers (Flink 2.3).
+        let v: VertexTaskManagers = fixture("vertex_taskmanagers.json");
+        let ids: Vec<&str> = v
+            .taskmanagers
+            .iter()
+            .map(|t| t.taskmanager_id.as_str())
+            .collect();
+        assert_eq!(ids.len(), 2);
+        assert!(ids.iter().all(|id| id.starts_with("127.0.0.1:")), "{ids:?}");
+        assert!(
+            v.taskmanagers
+                .iter()
+                .all(|t| t.status.as_deref() == Some("RUNNING"))
+        );
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub use types::{
     ClusterOverview, DashboardConfig, JarId, JobDetails, JobId, JobOverview, JobPlan, JobState,
     JobVertex, ParallelismBounds, PlanInput, PlanNode, ResourceRequirements, TaskManagerHardware,
     TaskManagerId, TaskManagerInfo, TaskManagerMemory, TriggerId, VertexId,
-    VertexResourceRequirement, VertexSummaryMetrics,
+    VertexResourceRequirement, VertexSummaryMetrics, VertexTaskManager, VertexTaskManagers,
 };
 
 /// Decodes `coordinator/testdata/flink/<name>`, JSON captured from a real Flink 2.3 cluster.

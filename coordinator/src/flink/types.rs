@@ -265,6 +265,23 @@ pub struct ParallelismBounds {
     pub upper_bound: u32,
 }
 
+/// `GET /jobs/<id>/vertices/<vertex>/taskmanagers`: the TaskManagers a vertex's current
+/// subtasks are deployed on.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct VertexTaskManagers {
+    pub taskmanagers: Vec<VertexTaskManager>,
+}
+
+/// One TaskManager of [`VertexTaskManagers`]: its subtasks' aggregate status, kept as text
+/// (any listed TaskManager holds subtasks, whatever their state).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct VertexTaskManager {
+    pub taskmanager_id: TaskManagerId,
+    #[serde(default)]
+    pub status: Option<String>,
+}
+
 /// One entry of `GET /taskmanagers`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]

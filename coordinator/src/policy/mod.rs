@@ -68,25 +68,24 @@ impl JobTick {
 /// How a change from one configuration to another is applied (design §2.4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ChangeKind {
-    /// Only the parallelism changes and the job keeps every TaskManager it has: TaskManagers
-    /// of the same shape are added first if needed, then the adaptive scheduler rescales in
-    /// place (`PUT /jobs/<id>/resource-requirements`).
+    /// Only the parallelism changes: TaskManagers of the same shape are added first if
+    /// needed, then the adaptive scheduler rescales in place (`PUT
+    /// /jobs/<id>/resource-requirements`); after a scale-in the TaskManagers left without a
+    /// subtask stop.
     InPlace,
-    /// Memory, slots, CPU or checkpoint interval change, or the job moves onto fewer
-    /// TaskManagers: stop-with-savepoint and redeploy.
+    /// Memory, slots, CPU or checkpoint interval change: stop-with-savepoint and redeploy.
     FullRestart,
 }
 
 impl ChangeKind {
     /// The way the executor takes from `from` to `to` (`executor::plan::choose` on a cluster
-    /// with room): in place when every TaskManager keeps its shape, the checkpoint interval
-    /// stays (Flink cannot change either without a restart) and no TaskManager has to go
-    /// (after a rescale Flink, not Demeter, decides which TaskManagers keep the job's slots,
-    /// so stopping one under a running job could kill its tasks).
+    /// with room): in place when every TaskManager keeps its shape and the checkpoint interval
+    /// stays (Flink cannot change either without a restart), whether TaskManagers are added
+    /// or, after the rescale, the ones Flink left idle are stopped.
     pub fn between(from: &JobConfig, to: &JobConfig) -> ChangeKind {
         let same_shape = from.same_taskmanager_shape(to)
             && from.checkpoint_interval_s == to.checkpoint_interval_s;
-        if same_shape && to.task_managers() >= from.task_managers() {
+        if same_shape {
             ChangeKind::InPlace
         } else {
             ChangeKind::FullRestart
@@ -186,8 +185,8 @@ mod tests {
         );
         assert_eq!(
             ChangeKind::between(&from, &config("p=8,slots=2,mem=2048m,cpu=1,ckpt=30s")),
-            ChangeKind::FullRestart,
-            "two TaskManagers fewer: through a savepoint"
+            ChangeKind::InPlace,
+            "two TaskManagers fewer: the idle ones stop after the rescale"
         );
         assert_eq!(
             ChangeKind::between(&from, &config("p=16,slots=2,mem=2048m,cpu=1,ckpt=30s")),

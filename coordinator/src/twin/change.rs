@@ -42,8 +42,10 @@ pub fn plan(
     let mut steps = Vec::new();
     match kind {
         ChangeKind::InPlace => {
-            // The extra TaskManagers of a scale-up start first while the job keeps running
-            // (an in-place change never goes onto fewer TaskManagers: `ChangeKind::between`).
+            // The extra TaskManagers of a scale-up start first while the job keeps running;
+            // after a scale-in the idle ones stop once the job runs at the new parallelism
+            // (this twin assumes Flink leaves whole TaskManagers idle, as it does with one
+            // slot each; the executor keeps any that still hold a subtask).
             let more = if to.task_managers() > from.task_managers() {
                 steps.push(Step {
                     duration: truth.tm_start_s,

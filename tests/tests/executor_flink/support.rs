@@ -12,7 +12,7 @@ use demeter_coordinator::executor::driver::now_ms;
 use demeter_coordinator::executor::failure::{Drained, Recovery, kill_and_time_recovery};
 use demeter_coordinator::executor::journal::Journal;
 use demeter_coordinator::executor::taskmanagers::{LocalPaths, LocalTaskManagers};
-use demeter_coordinator::executor::{Deployment, Operation, Outcome, plan};
+use demeter_coordinator::executor::{Deployment, Operation, Outcome, Strategy, plan};
 use demeter_coordinator::flink::{ClientConfig, FlinkClient, JobId, JobState, VertexId};
 use demeter_coordinator::models::space::JobConfig;
 use demeter_coordinator::store::Store;
@@ -139,6 +139,24 @@ impl Bench {
         (op, self.up.longest_down(t0, now_ms()))
     }
 
+    /// `job apply --parallelism <parallelism>`, which must go in place through `steps` and
+    /// keep the same job without a savepoint; the deployment and the downtime.
+    pub async fn apply_in_place(
+        &self,
+        parallelism: &str,
+        config: &str,
+        steps: &[&str],
+    ) -> (Deployment, u64) {
+        let (op, down) = self.apply_timed(&["--parallelism", parallelism]).await;
+        assert_eq!(op.strategy, Strategy::InPlace);
+        let d = self.expect_applied(&op, config).await;
+        assert_eq!(Some(&d.job_id), op.from.as_ref().map(|f| &f.job_id));
+        assert!(op.savepoint.is_none());
+        let done: Vec<_> = op.step_durations().into_iter().map(|(s, _)| s).collect();
+        assert_eq!(done, steps, "{:#?}", op.log);
+        (d, down)
+    }
+
     /// Runs `job apply` with a failpoint; true when it died by SIGKILL.
     pub async fn apply_crashing(&self, args: &[&str], point: &str) -> bool {
         let mut all = vec!["apply", "--name", "bench"];
@@ -190,6 +208,14 @@ impl Bench {
 
     pub async fn expect_taskmanagers(&self, config: &JobConfig) {
         let specs = plan::taskmanager_specs("bench", "default", config);
+        assert_registered_taskmanagers(&self.client, &specs).await;
+    }
+
+    /// Exactly the TaskManagers the deployment lists are registered (after a scale-in, the ones
+    /// Flink left the job on, whatever their numbers).
+    pub async fn expect_deployment_taskmanagers(&self, d: &Deployment) {
+        let specs =
+            plan::taskmanager_specs_at("bench", "default", &d.config, &d.taskmanager_indices());
         assert_registered_taskmanagers(&self.client, &specs).await;
     }
 

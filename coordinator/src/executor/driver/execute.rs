@@ -94,6 +94,12 @@ impl Driver {
                 job: id,
                 parallelism,
             } => Event::Rescaled(self.rescale(id, *parallelism).await.map_err(fault)),
+            Effect::QueryPlacement { job: id } => Event::Placement(
+                c.job_taskmanagers(id)
+                    .await
+                    .map(|ids| ids.into_iter().map(|id| id.0).collect())
+                    .map_err(fault),
+            ),
             Effect::Cancel { job: id } => Event::Cancelled(c.cancel_job(id).await.map_err(fault)),
             Effect::ReadRestorePoint { job: id } => {
                 Event::RestorePoint(match c.checkpoint_stats(id).await {

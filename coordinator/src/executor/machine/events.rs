@@ -3,8 +3,8 @@
 use super::super::effects::{
     Effect, Event, Fault, JobView, SavepointProgress, StopView, TaskManagersView,
 };
-use super::super::operation::{Outcome, Phase, Step};
-use super::super::plan::{Strategy, taskmanager_specs};
+use super::super::operation::{Deployment, Outcome, Phase, Step};
+use super::super::plan::{Strategy, kept_after_scale_in};
 use super::{Machine, Sub};
 use crate::flink::JobState;
 
@@ -68,6 +68,9 @@ impl Machine {
                 self.enter(now, Step::WaitRunning, Some(step))
             }
             (Step::Rescale, Event::Rescaled(Err(f))) => self.fail(now, f.message),
+            (Step::Release, Event::Placement(Ok(busy))) => self.on_placement(now, &busy),
+            (Step::Release, Event::TaskManagersEnsured(Ok(()))) => self.succeed(now),
+            (Step::Release, Event::TaskManagersEnsured(Err(f))) => self.fail(now, f.message),
             (Step::StopNew, Event::Job(Ok(view))) => match view {
                 Some(v) if v.state == JobState::Running => {
                     let job = self.submitted();
@@ -91,6 +94,7 @@ impl Machine {
             // Transient failures of reads: try again at the next poll, until the deadline.
             (_, Event::StopInspected(Err(f)))
             | (_, Event::TaskManagers(Err(f)))
+            | (_, Event::Placement(Err(f)))
             | (_, Event::Job(Err(f)))
             | (_, Event::RestorePoint(Err(f))) => {
                 tracing::debug!(step = step.name(), error = %f.message, "executor: read failed");
@@ -210,7 +214,7 @@ impl Machine {
     }
 
     fn on_taskmanagers(&mut self, now: u64, view: &TaskManagersView) {
-        let specs = taskmanager_specs(&self.op.job, &self.cluster, &self.op.target());
+        let specs = self.target_specs();
         if let Some(dead) = specs.iter().find(|s| view.dead.contains(&s.id)) {
             return self.fail(now, format!("TaskManager {} exited (see its log)", dead.id));
         }
@@ -282,14 +286,57 @@ impl Machine {
         }
         let records = view.source_records.unwrap_or(0.0);
         match self.sub {
-            _ if !self.limits.require_records => self.succeed(now),
-            Sub::Baseline(Some(base)) if records > base => self.succeed(now),
+            _ if !self.limits.require_records => self.running_at_target(now),
+            Sub::Baseline(Some(base)) if records > base => self.running_at_target(now),
             Sub::Baseline(Some(_)) => self.later(now),
             _ => {
                 self.sub = Sub::Baseline(Some(records));
                 self.later(now)
             }
         }
+    }
+
+    /// The job runs at the target: done, unless a scale-in has TaskManagers to release.
+    fn running_at_target(&mut self, now: u64) {
+        if self.op.phase == Phase::Forward && self.releases_taskmanagers() {
+            self.enter(now, Step::Release, Some(Step::WaitRunning));
+        } else {
+            self.succeed(now);
+        }
+    }
+
+    /// Where Flink placed the job's subtasks after a scale-in: keep those TaskManagers (and
+    /// idle ones up to the target's count), journal the choice, then stop the others.
+    fn on_placement(&mut self, now: u64, busy: &[String]) {
+        let from = self
+            .op
+            .from
+            .as_ref()
+            .map(Deployment::taskmanager_indices)
+            .unwrap_or_default();
+        let prefix = format!("{}-tm", self.op.job);
+        if !busy.iter().any(|id| id.starts_with(&prefix)) {
+            // A running job has subtasks somewhere: an empty answer is not evidence that every
+            // TaskManager is idle.
+            return self.later(now);
+        }
+        let kept = kept_after_scale_in(&self.op.job, &from, busy, self.op.to.task_managers());
+        if kept == from {
+            self.op.note(
+                now,
+                format!("release: subtasks on {busy:?}; no TaskManager is idle"),
+            );
+            self.op.kept = Some(kept);
+            return self.succeed(now);
+        }
+        let stopping: Vec<u32> = from.iter().copied().filter(|i| !kept.contains(i)).collect();
+        self.op.note(
+            now,
+            format!("release: subtasks on {busy:?}; stopping tm{stopping:?}, keeping tm{kept:?}"),
+        );
+        self.op.kept = Some(kept);
+        self.journal(None);
+        self.act();
     }
 
     fn on_restore_point(&mut self, now: u64, point: Option<String>) {

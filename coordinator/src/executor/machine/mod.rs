@@ -18,6 +18,8 @@ mod events;
 #[cfg(test)]
 mod recover_tests;
 #[cfg(test)]
+mod scale_in_tests;
+#[cfg(test)]
 mod scale_out_tests;
 #[cfg(test)]
 mod sim;
@@ -27,7 +29,7 @@ mod transitions;
 
 use super::effects::Effect;
 use super::operation::{Deployment, Operation, Phase, Step};
-use super::plan::{Strategy, adds_taskmanagers};
+use super::plan::{Strategy, adds_taskmanagers, releases_taskmanagers, scale_out_indices};
 use crate::models::space::JobConfig;
 
 /// Deadlines and pacing, in milliseconds.
@@ -47,6 +49,9 @@ pub struct Limits {
     pub submit_confirm_ms: u64,
     pub wait_running_ms: u64,
     pub rescale_ms: u64,
+    /// Finding an in-place scale-in's idle TaskManagers and stopping them; past it they keep
+    /// running (an alert says so) and the change stands.
+    pub release_ms: u64,
     pub stop_new_ms: u64,
     pub cancel_ms: u64,
     pub rollback_backoff_ms: u64,
@@ -68,6 +73,7 @@ impl Default for Limits {
             // In place, Flink first waits out its rescale cooldown (30 s after the last change).
             wait_running_ms: 120_000,
             rescale_ms: 30_000,
+            release_ms: 60_000,
             stop_new_ms: 30_000,
             cancel_ms: 60_000,
             rollback_backoff_ms: 5_000,
@@ -87,6 +93,7 @@ impl Limits {
             Step::Submit => self.submit_confirm_ms,
             Step::WaitRunning => self.wait_running_ms,
             Step::Rescale => self.rescale_ms,
+            Step::Release => self.release_ms,
             Step::StopNew => self.stop_new_ms,
             Step::CancelNew | Step::RestorePoint => self.cancel_ms,
             Step::Done => u64::MAX,
@@ -222,6 +229,7 @@ impl Machine {
             trigger: None,
             submitted: None,
             restore_from: None,
+            kept: None,
             log: Vec::new(),
         };
         let mut m = Self::with(op, cluster, limits);
@@ -269,14 +277,40 @@ impl Machine {
         m
     }
 
-    /// An in-place scale-out that starts TaskManagers before it rescales.
-    fn adds_taskmanagers(&self) -> bool {
+    /// An in-place change for which `test(from, to)` holds.
+    fn in_place_and(&self, test: fn(&JobConfig, &JobConfig) -> bool) -> bool {
         self.op.strategy == Strategy::InPlace
             && self
                 .op
                 .from
                 .as_ref()
-                .is_some_and(|d| adds_taskmanagers(&d.config, &self.op.to))
+                .is_some_and(|d| test(&d.config, &self.op.to))
+    }
+
+    /// An in-place scale-out that starts TaskManagers before it rescales.
+    fn adds_taskmanagers(&self) -> bool {
+        self.in_place_and(adds_taskmanagers)
+    }
+
+    /// An in-place scale-in that stops TaskManagers after it rescales.
+    fn releases_taskmanagers(&self) -> bool {
+        self.in_place_and(releases_taskmanagers)
+    }
+
+    /// Indices of the TaskManagers the current phase brings up (or keeps): the old ones in a
+    /// rollback; in place, the ones the job has, plus new ones for a scale-out or minus the
+    /// released ones after a scale-in; otherwise the target's `0..n`.
+    fn target_indices(&self) -> Vec<u32> {
+        let from = self.op.from.as_ref().map(Deployment::taskmanager_indices);
+        match (&self.op.phase, from) {
+            (Phase::RollingBack { .. }, Some(from)) => from,
+            (_, Some(from)) if self.op.strategy == Strategy::InPlace => match &self.op.kept {
+                Some(kept) => kept.clone(),
+                None if self.releases_taskmanagers() => from,
+                None => scale_out_indices(&from, self.op.to.task_managers()),
+            },
+            _ => (0..self.op.target().task_managers()).collect(),
+        }
     }
 
     fn with(op: Operation, cluster: &str, limits: Limits) -> Self {

@@ -24,7 +24,8 @@ fn a_scale_out_starts_the_new_taskmanagers_then_rescales_the_same_job() {
         op.outcome(),
         Some(&Outcome::Applied(Deployment {
             config: cfg(TO),
-            job_id: sim.first_job.clone()
+            job_id: sim.first_job.clone(),
+            taskmanagers: None,
         }))
     );
     assert_eq!(

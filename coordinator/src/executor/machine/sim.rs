@@ -9,7 +9,7 @@ use super::super::effects::{
     Effect, Event, Fault, JobView, RegisteredTm, SavepointProgress, StopView, TaskManagersView,
 };
 use super::super::operation::{Deployment, Operation};
-use super::super::plan::{Strategy, taskmanager_specs};
+use super::super::plan::{Strategy, taskmanager_specs_at};
 use super::{Limits, Machine};
 use crate::flink::{JobId, JobState, TriggerId};
 use crate::models::space::JobConfig;
@@ -26,6 +26,8 @@ pub struct SimJob {
     pub restored_from: Option<String>,
     /// Completed snapshots, oldest first.
     pub snapshots: Vec<String>,
+    /// The TaskManager of each subtask while it runs.
+    pub subtasks_on: Vec<String>,
 }
 
 #[derive(Debug, Default)]
@@ -66,6 +68,10 @@ pub struct Sim {
     pub savepoint_never_completes: bool,
     pub lose_submit_answer: bool,
     pub fail_rescale_to: Option<u32>,
+    /// The running job's TaskManagers (indices) when not `0..n`.
+    pub from_tms: Option<Vec<u32>>,
+    /// Where the job's subtasks run cannot be read.
+    pub placement_fails: bool,
 }
 
 impl Sim {
@@ -90,9 +96,30 @@ impl Sim {
                 records: 0.0,
                 restored_from: None,
                 snapshots: vec![],
+                subtasks_on: vec![],
             },
         );
-        sim.set_tms(&config);
+        let indices: Vec<u32> = (0..config.task_managers()).collect();
+        sim.set_tms(&config, &indices);
+        sim.place_first_job();
+        sim
+    }
+
+    fn place_first_job(&mut self) {
+        let first = self.first_job.clone();
+        let p = self.jobs[&first].parallelism;
+        let placed = self.place(&[], p);
+        if let Some(j) = self.jobs.get_mut(&first) {
+            j.subtasks_on = placed;
+        }
+    }
+
+    /// [`Self::running`] on the TaskManagers `indices` (what an earlier scale-in kept).
+    pub fn running_on(from: &str, indices: &[u32]) -> Self {
+        let mut sim = Self::running(from);
+        sim.from_tms = Some(indices.to_vec());
+        sim.set_tms(&cfg(from), indices);
+        sim.place_first_job();
         sim
     }
 
@@ -104,8 +131,8 @@ impl Sim {
         }
     }
 
-    fn set_tms(&mut self, config: &JobConfig) {
-        self.tms = taskmanager_specs("bench", "c", config)
+    fn set_tms(&mut self, config: &JobConfig, indices: &[u32]) {
+        self.tms = taskmanager_specs_at("bench", "c", config, indices)
             .into_iter()
             .map(|s| RegisteredTm {
                 id: s.id,
@@ -119,6 +146,7 @@ impl Sim {
         let from = self.from.map(|config| Deployment {
             config,
             job_id: self.first_job.clone(),
+            taskmanagers: self.from_tms.clone(),
         });
         Machine::start(
             7,
@@ -138,6 +166,44 @@ impl Sim {
             .filter(|(_, j)| j.state == JobState::Running)
             .map(|(id, _)| id)
             .collect()
+    }
+
+    /// The TaskManagers the running job's subtasks are on (each once).
+    pub fn placement(&self) -> Vec<String> {
+        let mut busy: Vec<String> = self
+            .jobs
+            .values()
+            .filter(|j| j.state == JobState::Running)
+            .flat_map(|j| j.subtasks_on.iter().cloned())
+            .collect();
+        busy.sort();
+        busy.dedup();
+        busy
+    }
+
+    /// Places `p` subtasks the way this simulated Flink does: it keeps the ones `current` has
+    /// on the highest-numbered TaskManagers and fills free slots from the lowest one, so a
+    /// scale-in leaves the job on TaskManagers other than `0..n`. Flink picks, not Demeter.
+    fn place(&self, current: &[String], p: u32) -> Vec<String> {
+        let mut kept: Vec<String> = current.to_vec();
+        kept.sort_by_key(|id| std::cmp::Reverse(Self::index(id)));
+        kept.truncate(p as usize);
+        let mut tms = self.tms.clone();
+        tms.sort_by_key(|t| Self::index(&t.id));
+        for t in &tms {
+            while (kept.len() as u64) < u64::from(p)
+                && (kept.iter().filter(|id| **id == t.id).count() as u32) < t.slots
+            {
+                kept.push(t.id.clone());
+            }
+        }
+        kept
+    }
+
+    fn index(id: &str) -> u32 {
+        id.rsplit_once("-tm")
+            .and_then(|(_, i)| i.parse().ok())
+            .unwrap_or(0)
     }
 
     pub fn assert_invariants(&self) {
@@ -247,14 +313,16 @@ impl Sim {
                 {
                     return Event::TaskManagersEnsured(Err(Fault::new("agent refused")));
                 }
-                // Adding TaskManagers beside a running job is fine (an in-place scale-out);
-                // restarting or stopping one it may run on is not.
-                let disturbs = self.tms.iter().any(|t| {
+                // Adding TaskManagers beside a running job is fine (an in-place scale-out), and
+                // so is stopping one that holds none of its subtasks (after a scale-in);
+                // restarting or stopping one it runs on is not.
+                let busy = self.placement();
+                let disturbs = self.tms.iter().filter(|t| busy.contains(&t.id)).any(|t| {
                     !specs.iter().any(|s| {
                         t.id == s.id && t.memory_mb == s.process_memory_mb && t.slots == s.slots
                     })
                 });
-                if disturbs && !self.running_jobs().is_empty() {
+                if disturbs {
                     self.violations
                         .push("TaskManagers restarted or stopped under a running job".into());
                 }
@@ -306,10 +374,18 @@ impl Sim {
                         "rescaled {job} to {parallelism} with {slots} slots registered"
                     ));
                 }
+                let p = stuck.unwrap_or(parallelism);
+                let placed = self.place(&self.jobs[&job].subtasks_on, p);
                 let j = self.jobs.get_mut(&job).unwrap();
-                j.parallelism = stuck.unwrap_or(parallelism);
+                j.parallelism = p;
+                j.subtasks_on = placed;
                 Event::Rescaled(Ok(()))
             }
+            Effect::QueryPlacement { job } => Event::Placement(match self.jobs.get(&job) {
+                _ if self.placement_fails => Err(Fault::new("HTTP 500")),
+                Some(j) if j.state == JobState::Running => Ok(self.placement()),
+                _ => Err(Fault::new("job not running")),
+            }),
             Effect::Cancel { job } => {
                 match self.jobs.get_mut(&job) {
                     Some(j) if j.state == JobState::Running => {
@@ -386,12 +462,19 @@ impl Sim {
             _ if forward && self.new_jobs_restart => JobState::Restarting,
             _ => JobState::Running,
         };
+        let parallelism = stuck.unwrap_or(config.parallelism);
+        let subtasks_on = if state == JobState::Running {
+            self.place(&[], parallelism)
+        } else {
+            vec![]
+        };
         let mut job = SimJob {
             state,
-            parallelism: stuck.unwrap_or(config.parallelism),
+            parallelism,
             records: 0.0,
             restored_from: restore,
             snapshots: vec![],
+            subtasks_on,
         };
         if forward && self.checkpoint_new_jobs {
             job.snapshots.push(self.snapshot("chk"));

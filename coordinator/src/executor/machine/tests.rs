@@ -60,7 +60,8 @@ fn in_place_rescales_the_same_job() {
         op.outcome(),
         Some(&Outcome::Applied(super::super::operation::Deployment {
             config: cfg("p=2,slots=2,mem=1g,cpu=1,ckpt=5"),
-            job_id: sim.first_job.clone()
+            job_id: sim.first_job.clone(),
+            taskmanagers: None,
         }))
     );
     assert_eq!(sim.jobs[&sim.first_job].parallelism, 2);
@@ -288,7 +289,7 @@ fn every_step_is_journaled_before_its_first_action() {
 #[test]
 fn crash_after_any_effect_and_resume_from_the_journal() {
     type Setup = fn(&mut Sim);
-    let scenarios: [(&str, Strategy, &str, &str, Setup); 4] = [
+    let scenarios: [(&str, Strategy, &str, &str, Setup); 5] = [
         (
             "restart",
             Strategy::Restart,
@@ -312,6 +313,13 @@ fn crash_after_any_effect_and_resume_from_the_journal() {
             Strategy::InPlace,
             "p=1,slots=2,mem=1g,cpu=1,ckpt=5",
             "p=2,slots=2,mem=1g,cpu=1,ckpt=5",
+            |_| {},
+        ),
+        (
+            "scale-in",
+            Strategy::InPlace,
+            "p=4,slots=1,mem=1g,cpu=1,ckpt=5",
+            "p=2,slots=1,mem=1g,cpu=1,ckpt=5",
             |_| {},
         ),
         ("initial", Strategy::Initial, "", TO, |_| {}),

@@ -2,7 +2,7 @@
 
 use super::super::effects::Effect;
 use super::super::operation::{Deployment, Outcome, Phase, Step};
-use super::super::plan::{Strategy, taskmanager_specs};
+use super::super::plan::{Strategy, taskmanager_specs_at};
 use super::{Machine, Sub};
 use crate::flink::JobId;
 
@@ -87,14 +87,11 @@ impl Machine {
             },
             Step::TaskManagers => Effect::EnsureTaskManagers {
                 job: op.job.clone(),
-                specs: taskmanager_specs(&op.job, &self.cluster, &op.target()),
+                specs: self.target_specs(),
             },
             Step::WaitTaskManagers => Effect::QueryTaskManagers {
                 job: op.job.clone(),
-                ids: taskmanager_specs(&op.job, &self.cluster, &op.target())
-                    .into_iter()
-                    .map(|s| s.id)
-                    .collect(),
+                ids: self.target_specs().into_iter().map(|s| s.id).collect(),
             },
             Step::Submit => match self.sub {
                 Sub::SubmitCheck { .. } => Effect::QueryJob {
@@ -115,6 +112,16 @@ impl Machine {
             Step::Rescale => Effect::Rescale {
                 job: self.submitted(),
                 parallelism: op.target().parallelism,
+            },
+            // Where the subtasks run first; once the kept ones are journaled, the others stop.
+            Step::Release => match op.kept {
+                None => Effect::QueryPlacement {
+                    job: self.submitted(),
+                },
+                Some(_) => Effect::EnsureTaskManagers {
+                    job: op.job.clone(),
+                    specs: self.target_specs(),
+                },
             },
             Step::StopNew => match &op.trigger {
                 Some(trigger) => Effect::PollSavepoint {
@@ -139,6 +146,16 @@ impl Machine {
             Step::Done => return,
         };
         self.request(effect);
+    }
+
+    /// The TaskManagers of [`Self::target_indices`], sized for the phase's configuration.
+    pub(super) fn target_specs(&self) -> Vec<demeter_common::protocol::TaskManagerSpec> {
+        taskmanager_specs_at(
+            &self.op.job,
+            &self.cluster,
+            &self.op.target(),
+            &self.target_indices(),
+        )
     }
 
     /// Not there yet: poll again, unless the step's deadline has passed.
@@ -180,6 +197,20 @@ impl Machine {
             .note(now, format!("{} failed: {reason}", step.name()));
         tracing::warn!(job = %self.op.job, step = step.name(), %reason, "executor: step failed");
         match self.op.phase.clone() {
+            // The job runs at its new parallelism: the change stands. The TaskManagers it no
+            // longer needs may still run, so the deployment keeps listing all of them.
+            Phase::Forward if step == Step::Release => {
+                self.alert(
+                    now,
+                    format!(
+                        "job {}: the TaskManagers the scale-in freed were not stopped ({reason}); \
+                         they keep running until the next change",
+                        self.op.job
+                    ),
+                );
+                self.op.kept = self.op.from.as_ref().map(Deployment::taskmanager_indices);
+                self.succeed(now);
+            }
             Phase::Forward => match self.op.strategy {
                 Strategy::Restart if self.op.savepoint.is_none() => {
                     // Failing before our savepoint completed: the old job may still run or be
@@ -258,9 +289,13 @@ impl Machine {
     }
 
     pub(super) fn succeed(&mut self, now: u64) {
+        let config = self.op.target();
+        let indices = self.target_indices();
+        let contiguous = indices.iter().copied().eq(0..config.task_managers());
         let deployment = Deployment {
-            config: self.op.target(),
+            config,
             job_id: self.submitted(),
+            taskmanagers: (!contiguous).then_some(indices),
         };
         let outcome = match self.op.phase {
             Phase::RollingBack { .. } => Outcome::RolledBack {

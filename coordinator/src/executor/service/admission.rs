@@ -176,6 +176,7 @@ mod tests {
         JobRecord::for_tests(current.map(|c| Deployment {
             config: c.parse().unwrap(),
             job_id: JobId::from("j"),
+            taskmanagers: None,
         }))
     }
 

@@ -16,6 +16,7 @@ fn in_place_records() -> Vec<(Operation, Option<Step>)> {
     let from = Deployment {
         config: "p=1,slots=2,mem=1g,cpu=1,ckpt=5".parse().unwrap(),
         job_id: JobId::from("j"),
+        taskmanagers: None,
     };
     let to = "p=2,slots=2,mem=1g,cpu=1,ckpt=5".parse().unwrap();
     let mut m = Machine::start(

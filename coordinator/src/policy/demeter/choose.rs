@@ -24,20 +24,27 @@ use std::collections::HashSet;
 /// must show more headroom.
 const CAPACITY_SIGMA: f64 = 1.0;
 
-/// A change as far as its downtime goes: the policy learns each class apart. A restart onto
-/// the TaskManagers the job has (a scale-in, or a new checkpoint interval) starts no JVMs; a
-/// restart onto new ones waits for them to start and register.
+/// A change as far as its downtime goes: the policy learns each class apart. A rescale in
+/// place onto fewer subtasks restores more state into each (on a job with large state it took
+/// twice a scale-out's downtime in the twin); a restart onto the TaskManagers the job has (a
+/// new checkpoint interval) starts no JVMs; a restart onto new ones waits for them to start
+/// and register.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Downtime {
     InPlace = 0,
     RestartOnKept = 1,
     Restart = 2,
+    InPlaceScaleIn = 3,
 }
 
 impl Downtime {
+    /// How many classes there are (the length of the learned downtimes).
+    pub const COUNT: usize = 4;
+
     pub fn of(from: &JobConfig, to: &JobConfig) -> Self {
         let kept = from.same_taskmanager_shape(to) && to.task_managers() <= from.task_managers();
         match ChangeKind::between(from, to) {
+            ChangeKind::InPlace if to.parallelism < from.parallelism => Self::InPlaceScaleIn,
             ChangeKind::InPlace => Self::InPlace,
             ChangeKind::FullRestart if kept => Self::RestartOnKept,
             ChangeKind::FullRestart => Self::Restart,
@@ -56,7 +63,10 @@ pub struct Context<'a> {
     /// Rate now: what builds the backlog during a change.
     pub rate_now: f64,
     /// Seconds a change is down, per [`Downtime`] class.
-    pub downtime_s: [f64; 3],
+    pub downtime_s: [f64; Downtime::COUNT],
+    /// Seconds over the QoS a change costs beyond downtime and catch-up, per class (learned:
+    /// `overhead.rs`).
+    pub overhead_s: [f64; Downtime::COUNT],
     /// Shapes production or profiling has measured.
     pub measured: &'a HashSet<Shape>,
     /// Shapes whose largest in-place configuration is acceptable at the peak rate: the only
@@ -167,14 +177,12 @@ pub struct Priced {
 pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, same_shape_floor: f64) -> Priced {
     let to = scored.prediction.config;
     let kind = ChangeKind::between(&ctx.current, &to);
-    let downtime = ctx.downtime_s[Downtime::of(&ctx.current, &to) as usize];
-    let spare = scored.prediction.capacity.median() - ctx.rate_now;
-    let catch_up = if spare > 0.0 {
-        ctx.rate_now * downtime / spare
-    } else {
-        f64::INFINITY
-    };
-    let violation_s = (downtime + catch_up).min(1e6);
+    let class = Downtime::of(&ctx.current, &to);
+    let downtime = ctx.downtime_s[class as usize];
+    let modelled = modelled_over_qos_s(downtime, scored.prediction.capacity.median(), ctx.rate_now);
+    let violation_s = (modelled + ctx.overhead_s[class as usize])
+        .max(downtime)
+        .min(1e6);
     let change_cost = violation_s * ctx.violation_price();
     let saving = ctx.cost(&ctx.current) - scored.cost;
     let dwell = ctx.cfg.expected_dwell_s as f64;
@@ -197,6 +205,18 @@ pub fn price(ctx: &Context<'_>, index: usize, scored: &Scored, same_shape_floor:
         shape_credit,
         net: saving * dwell - change_cost + shape_credit,
     }
+}
+
+/// Seconds over the QoS a change is modelled to cost: `downtime_s` down, then the backlog
+/// built meanwhile at `rate_now` drained by the spare of `capacity` (infinite without spare).
+pub fn modelled_over_qos_s(downtime_s: f64, capacity: f64, rate_now: f64) -> f64 {
+    let spare = capacity - rate_now;
+    let catch_up = if spare > 0.0 {
+        rate_now * downtime_s / spare
+    } else {
+        f64::INFINITY
+    };
+    downtime_s + catch_up
 }
 
 /// The cost of the cheapest acceptable option of the current shape (see [`price`]).
@@ -445,7 +465,8 @@ pub(super) mod fixtures {
             reference: (24.0, 98_304.0),
             current,
             rate_now,
-            downtime_s: [5.0, 30.0, 30.0],
+            downtime_s: [5.0, 30.0, 30.0, 5.0],
+            overhead_s: [0.0; Downtime::COUNT],
             measured,
             carries: None,
             may_carry: None,
@@ -480,12 +501,21 @@ mod tests {
     use super::fixtures::{scored, test_context};
 
     #[test]
-    fn a_restart_onto_the_taskmanagers_the_job_has_is_its_own_downtime_class() {
+    fn scale_ins_in_place_and_restarts_onto_the_taskmanagers_the_job_has_are_their_own_downtime_classes()
+     {
         let c = |t: &str| -> JobConfig { t.parse().unwrap() };
         let from = c("p=4,slots=2,mem=2g,cpu=1,ckpt=10s");
         for (to, class) in [
             ("p=6,slots=2,mem=2g,cpu=1,ckpt=10s", Downtime::InPlace),
-            ("p=2,slots=2,mem=2g,cpu=1,ckpt=10s", Downtime::RestartOnKept),
+            (
+                "p=2,slots=2,mem=2g,cpu=1,ckpt=10s",
+                Downtime::InPlaceScaleIn,
+            ),
+            (
+                "p=3,slots=2,mem=2g,cpu=1,ckpt=10s",
+                Downtime::InPlaceScaleIn,
+            ),
+            ("p=2,slots=2,mem=2g,cpu=1,ckpt=30s", Downtime::RestartOnKept),
             ("p=4,slots=2,mem=2g,cpu=1,ckpt=30s", Downtime::RestartOnKept),
             ("p=6,slots=2,mem=2g,cpu=1,ckpt=30s", Downtime::Restart),
             ("p=4,slots=2,mem=3g,cpu=1,ckpt=10s", Downtime::Restart),
@@ -496,10 +526,10 @@ mod tests {
 
     #[test]
     fn a_new_shape_earns_no_credit_over_a_rescale_of_the_current_one_to_the_same_cost() {
-        // From 16 one-slot TaskManagers: 8 of the same shape or 4 two-slot ones with twice the
-        // cores and memory each cost the same (both go through a savepoint: fewer
-        // TaskManagers). Paying the new shape's saving out over the shape dwell made it win;
-        // only a cheaper shape earns that credit.
+        // From 16 one-slot TaskManagers: 8 of the same shape (in place, the idle 8 stop) or 4
+        // two-slot ones with twice the cores and memory each (through a savepoint) cost the
+        // same. Paying the new shape's saving out over the shape dwell made it win; only a
+        // cheaper shape earns that credit.
         let cfg = DemeterConfig::default();
         let current: JobConfig = "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s".parse().unwrap();
         let measured: HashSet<Shape> = [
@@ -518,7 +548,7 @@ mod tests {
         let verdict = best_move(&ctx, &candidates, false, Moves::Any);
         let chosen = verdict.chosen.unwrap();
         assert_eq!(chosen.index, 1, "{chosen:?}");
-        assert_eq!(chosen.kind, ChangeKind::FullRestart);
+        assert_eq!(chosen.kind, ChangeKind::InPlace);
         assert_eq!(chosen.shape_credit, 0.0);
 
         // A shape that is cheaper at the same capacity earns its credit and wins.
@@ -532,9 +562,9 @@ mod tests {
         assert_eq!(chosen.index, 3, "{chosen:?}");
         assert!(chosen.shape_credit > 0.0);
 
-        // Restarts can be ruled out (a risk move tries in place first): only more
-        // TaskManagers of the current shape remain; with a batch in flight, only the
-        // current shape (the cheapest of it: p=8 through a savepoint).
+        // Restarts can be ruled out (a risk move tries in place first): only other
+        // parallelisms of the current shape remain, the cheapest best; with a batch in flight,
+        // only the current shape too.
         cheaper.push(scored(
             &ctx,
             "p=20,slots=1,mem=2048m,cpu=1,ckpt=10s",
@@ -543,7 +573,12 @@ mod tests {
         let chosen = best_move(&ctx, &cheaper, true, Moves::InPlace)
             .chosen
             .unwrap();
-        assert_eq!((chosen.index, chosen.kind), (4, ChangeKind::InPlace));
+        assert_eq!((chosen.index, chosen.kind), (1, ChangeKind::InPlace));
+        let only_restarts_or_growth = [cheaper[0], cheaper[2], cheaper[3], cheaper[4]];
+        let chosen = best_move(&ctx, &only_restarts_or_growth, true, Moves::InPlace)
+            .chosen
+            .unwrap();
+        assert_eq!((chosen.index, chosen.kind), (3, ChangeKind::InPlace));
         let chosen = best_move(&ctx, &cheaper, false, Moves::SameShape)
             .chosen
             .unwrap();
@@ -552,16 +587,19 @@ mod tests {
 
     #[test]
     fn an_overspent_qos_budget_prices_a_restart_out() {
-        // Halving the job's TaskManagers saves 0.25 of the safe default per second, 900 over
-        // the hour; the restart costs ~50 s over the QoS (30 s down, 20 s catching up), 500 at
-        // the operator's price: it pays. At five times the price it does not.
+        // Halving the job's TaskManagers with a new checkpoint interval saves 0.25 of the safe
+        // default per second: 900 over the hour, plus 2700 credited to the new shape over the
+        // rest of the shape dwell. The restart costs ~180 s over the QoS (30 s down, 150 s
+        // catching up on 2k/s of spare capacity), 1800 at the operator's price: it pays. At
+        // five times the price it does not.
         let cfg = DemeterConfig::default();
         let current: JobConfig = "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s".parse().unwrap();
-        let measured: HashSet<Shape> = [shape_of(&current)].into_iter().collect();
+        let to: JobConfig = "p=8,slots=1,mem=2048m,cpu=1,ckpt=30s".parse().unwrap();
+        let measured: HashSet<Shape> = [shape_of(&current), shape_of(&to)].into_iter().collect();
         let mut ctx = test_context(&cfg, current, 10_000.0, &measured);
         let candidates = vec![
             scored(&ctx, "p=16,slots=1,mem=2048m,cpu=1,ckpt=10s", 40_000.0),
-            scored(&ctx, "p=8,slots=1,mem=2048m,cpu=1,ckpt=10s", 25_000.0),
+            scored(&ctx, "p=8,slots=1,mem=2048m,cpu=1,ckpt=30s", 12_000.0),
         ];
         let chosen = best_move(&ctx, &candidates, false, Moves::Any).chosen;
         assert_eq!(chosen.map(|c| c.index), Some(1), "{chosen:?}");

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use super::choose::{Context, Downtime, Moves, Scored, best_move, profile_batch};
+use super::choose::{self, Context, Downtime, Moves, Scored, best_move, profile_batch};
 use super::memory::{Shape, shape_of};
 use super::rates::DecisionRates;
 use super::risk::{cmp_odds, likeliest_move, risk_odds, stronger_than_current};
@@ -33,6 +33,7 @@ impl DemeterPolicy {
             current,
             rate_now: self.rates.now(),
             downtime_s: self.downtime_s,
+            overhead_s: self.overhead.extra_s(),
             measured: self.memory.measured_shapes(),
             carries: carrying.map(|c| &c.carries),
             may_carry: carrying.map(|c| &c.may_carry),
@@ -341,9 +342,23 @@ impl DemeterPolicy {
         let kind = ChangeKind::between(&from, &to);
         self.changes.charge(now_s, 1.0);
         tracing::info!(policy = "demeter", %from, %to, ?kind, reason = ?decision.reason, "reconfigure");
+        let class = Downtime::of(&from, &to);
+        let rate_now = self.rates.now();
+        let modelled = self
+            .model
+            .surrogate()
+            .and_then(|s| s.predict(&to, rate_now).ok())
+            .map(|p| {
+                choose::modelled_over_qos_s(
+                    self.downtime_s[class as usize],
+                    p.capacity.median(),
+                    rate_now,
+                )
+            });
+        self.overhead.ordered(class, modelled);
         self.in_flight = Some(InFlight {
             to,
-            downtime: Downtime::of(&from, &to),
+            downtime: class,
             since_s: now_s,
             risk: matches!(
                 decision.reason,

@@ -34,6 +34,7 @@ mod config;
 mod epoch;
 mod memory;
 mod model;
+mod overhead;
 mod qos_budget;
 mod rates;
 mod risk;
@@ -110,7 +111,9 @@ pub struct DemeterPolicy {
     last_batch_drowned: bool,
     last_profile_s: Option<f64>,
     /// Learned downtime per [`choose::Downtime`] class.
-    downtime_s: [f64; 3],
+    downtime_s: [f64; choose::Downtime::COUNT],
+    /// Seconds over the QoS changes cost beyond the modelled ones, learned per class.
+    overhead: overhead::ChangeOverhead,
     /// Seconds the policy's changes spent over the QoS, and the price factor they set.
     qos_budget: qos_budget::QosBudget,
     /// The job is catching up after a change of the policy's (its seconds over the QoS are
@@ -162,7 +165,9 @@ impl DemeterPolicy {
                 cfg.initial_inplace_downtime_s,
                 cfg.initial_restart_downtime_s,
                 cfg.initial_restart_downtime_s,
+                cfg.initial_inplace_downtime_s,
             ],
+            overhead: overhead::ChangeOverhead::default(),
             qos_budget: qos_budget::QosBudget::new(cfg.violation_budget, cfg.max_violation_factor),
             settling_after_change: false,
             candidates,
@@ -283,11 +288,17 @@ impl Policy for DemeterPolicy {
             self.current = Some(tick.config);
         }
         let facts = self.watch.on_tick(now_s, tick, self.in_flight.is_some());
-        self.settling_after_change &= self.watch.catching_up();
-        let over = tick.phase == crate::policy::JobPhase::Down
+        let down = tick.phase == crate::policy::JobPhase::Down;
+        let over = down
             || tick
                 .latency_p95_ms
                 .is_some_and(|l| l > self.qos.latency_p95_ms);
+        self.overhead
+            .on_tick(now_s, over, down && self.in_flight.is_none());
+        if self.settling_after_change && !self.watch.catching_up() {
+            self.overhead.settled();
+        }
+        self.settling_after_change &= self.watch.catching_up();
         let ours = self.in_flight.is_some() || self.settling_after_change;
         self.qos_budget.on_tick(now_s, over, ours);
         self.memory.record_tick(now_s, tick, facts.steady);
@@ -356,6 +367,8 @@ impl Policy for DemeterPolicy {
         {
             debug_assert_eq!(flight.to, outcome.running);
             self.learn_downtime(flight.downtime, outcome.downtime_s);
+        } else {
+            self.overhead.abandon();
         }
         self.current = Some(outcome.running);
         self.last_change_s = Some(now_s);
