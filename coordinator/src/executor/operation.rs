@@ -19,14 +19,6 @@ pub struct Deployment {
 }
 
 impl Deployment {
-    pub fn new(config: JobConfig, job_id: JobId) -> Self {
-        Self {
-            config,
-            job_id,
-            taskmanagers: None,
-        }
-    }
-
     /// Indices of the TaskManagers the job has.
     pub fn taskmanager_indices(&self) -> Vec<u32> {
         self.taskmanagers

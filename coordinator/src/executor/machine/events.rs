@@ -4,7 +4,8 @@ use super::super::effects::{
     Effect, Event, Fault, JobView, SavepointProgress, StopView, TaskManagersView,
 };
 use super::super::operation::{Deployment, Outcome, Phase, Step};
-use super::super::plan::{Strategy, kept_after_scale_in};
+use super::super::plan::{Strategy, kept_after_scale_in, taskmanager_id};
+use super::super::taskmanagers::prefix;
 use super::{Machine, Sub};
 use crate::flink::JobState;
 
@@ -218,11 +219,11 @@ impl Machine {
         if let Some(dead) = specs.iter().find(|s| view.dead.contains(&s.id)) {
             return self.fail(now, format!("TaskManager {} exited (see its log)", dead.id));
         }
-        let prefix = format!("{}-tm", self.op.job);
+        let ours = prefix(&self.op.job);
         let mut registered: Vec<_> = view
             .registered
             .iter()
-            .filter(|t| t.id.starts_with(&prefix))
+            .filter(|t| t.id.starts_with(&ours))
             .map(|t| (t.id.clone(), t.slots, t.memory_mb))
             .collect();
         registered.sort();
@@ -314,13 +315,13 @@ impl Machine {
             .as_ref()
             .map(Deployment::taskmanager_indices)
             .unwrap_or_default();
-        let prefix = format!("{}-tm", self.op.job);
-        if !busy.iter().any(|id| id.starts_with(&prefix)) {
-            // A running job has subtasks somewhere: an empty answer is not evidence that every
-            // TaskManager is idle.
+        let job = &self.op.job;
+        if !from.iter().any(|&i| busy.contains(&taskmanager_id(job, i))) {
+            // A running job has subtasks on its TaskManagers: an answer naming none of them is
+            // not evidence that every one is idle.
             return self.later(now);
         }
-        let kept = kept_after_scale_in(&self.op.job, &from, busy, self.op.to.task_managers());
+        let kept = kept_after_scale_in(job, &from, busy, self.op.to.task_managers());
         if kept == from {
             self.op.note(
                 now,
