@@ -241,6 +241,17 @@ impl Surrogate {
         &self.space
     }
 
+    /// The fitted measurement noise (standard deviation, log space) of the latency and the
+    /// recovery GPs: what one more measurement of a configuration is blurred by. 0 for an
+    /// outcome without a fitted GP.
+    pub fn constraint_noise_sd(&self) -> (f64, f64) {
+        let sd = |gp: &Option<Gp>| {
+            gp.as_ref()
+                .map_or(0.0, |g| g.hyperparameters().noise_variance.max(0.0).sqrt())
+        };
+        (sd(&self.gps[1]), sd(&self.gps[2]))
+    }
+
     pub fn physics(&self) -> &PhysicsPrior {
         &self.physics
     }

@@ -17,6 +17,7 @@ use crate::policy::{CandidateNumbers, ChangeKind, ProfilingRoom};
 
 use super::config::DemeterConfig;
 use super::memory::{Shape, shape_of};
+use super::reach::{MeasurementNoise, reach_probability};
 use std::collections::HashSet;
 
 /// Headroom is judged on capacity this many standard deviations below its median: where the
@@ -77,6 +78,8 @@ pub struct Context<'a> {
     pub may_carry: Option<&'a HashSet<Shape>>,
     /// The QoS budget's factor on `violation_cost_s` (1 within the budget).
     pub violation_factor: f64,
+    /// What one more measurement is blurred by: how much profiling can still teach.
+    pub noise: MeasurementNoise,
 }
 
 impl Context<'_> {
@@ -344,9 +347,9 @@ pub struct Batch {
 /// None when enough is known about the candidates that matter: plausible ones (P(feasible)
 /// at least `min_plausible`) that would save at least `min_saving` against the cheapest
 /// acceptable one (or the current one). Otherwise up to `q` doubtful ones of distinct shapes,
-/// best expected net saving first, among those worth their profiling run (P(feasible) ×
-/// saving × expected dwell above what the copy costs to run: a value-of-information test)
-/// and within `limit` each.
+/// best expected net saving first, among those worth their profiling run (P(one measurement
+/// makes it acceptable) × saving × expected dwell above what the copy costs to run: a
+/// value-of-information test, `reach.rs`) and within `limit` each.
 ///
 /// Why not EHVI × P(feasible) here: with both objectives known exactly, EHVI rewards area
 /// on the cost plane, so the cheapest long shots win a batch; the policy decides on one scalar
@@ -395,9 +398,9 @@ pub fn profile_batch(
     if verdict.enough {
         return Ok(None);
     }
-    // Constrained expected improvement of the scalar cost (P(feasible) × saving over the
-    // dwell), net of what the copy costs to run; one candidate per TaskManager shape (slots,
-    // memory, CPU) so one batch explores several.
+    // Constrained expected improvement of the scalar cost (P(the measurement makes it
+    // acceptable) × saving over the dwell), net of what the copy costs to run; one candidate
+    // per TaskManager shape (slots, memory, CPU) so one batch explores several.
     let run_s = cfg.profile_run_s as f64;
     let dwell = cfg.expected_dwell_s as f64;
     let mut ranked: Vec<(f64, usize)> = verdict
@@ -405,7 +408,8 @@ pub fn profile_batch(
         .iter()
         .map(|&k| {
             let s = &scored[relevant[k]];
-            let value = pof[k] * (best_known - s.cost) * dwell - s.cost * run_s;
+            let reach = reach_probability(&s.prediction, ctx.qos, ctx.noise, cfg.confidence);
+            let value = reach * (best_known - s.cost) * dwell - s.cost * run_s;
             (value, relevant[k])
         })
         .filter(|&(value, i)| {
@@ -471,6 +475,7 @@ pub(super) mod fixtures {
             carries: None,
             may_carry: None,
             violation_factor: 1.0,
+            noise: MeasurementNoise::default(),
         }
     }
 
@@ -499,6 +504,7 @@ mod tests {
     use super::*;
 
     use super::fixtures::{scored, test_context};
+    use crate::models::surrogate::Estimate;
 
     #[test]
     fn scale_ins_in_place_and_restarts_onto_the_taskmanagers_the_job_has_are_their_own_downtime_classes()
@@ -608,5 +614,59 @@ mod tests {
         assert!(verdict.chosen.is_none(), "{:?}", verdict.chosen);
         let (_, why) = verdict.best_rejected.unwrap();
         assert!(why.contains("change costs"), "{why}");
+    }
+
+    #[test]
+    fn a_batch_skips_a_configuration_one_more_measurement_cannot_settle() {
+        let cfg = DemeterConfig::default();
+        let c = |t: &str| -> JobConfig { t.parse().unwrap() };
+        let borderline_config = c("p=12,slots=1,mem=4g,cpu=1,ckpt=30s");
+        let measured: HashSet<Shape> = [shape_of(&borderline_config)].into();
+        let current = c("p=24,slots=1,mem=4g,cpu=1,ckpt=10s");
+        let predict = |config, recovery_s: f64, recovery_sd| ConfigPrediction {
+            config,
+            rate: 10_000.0,
+            capacity: Estimate {
+                log_mean: 20_000f64.ln(),
+                log_sd: 0.02,
+            },
+            latency_p95_ms: Estimate {
+                log_mean: 200f64.ln(),
+                log_sd: 0.02,
+            },
+            recovery_s: Estimate {
+                log_mean: recovery_s.ln(),
+                log_sd: recovery_sd,
+            },
+        };
+        // Measured often, its mean recovery on the 180 s bound: P(feasible) ≈ ½ for good.
+        let borderline = predict(borderline_config, 180.0, 0.02);
+        let unknown = predict(c("p=8,slots=2,mem=2g,cpu=2,ckpt=10s"), 150.0, 0.5);
+        let room = ProfilingRoom {
+            cpu_cores: 100.0,
+            memory_mb: 1e6,
+        };
+        let batch_with = |noise| {
+            let ctx = Context {
+                noise,
+                ..test_context(&cfg, current, 10_000.0, &measured)
+            };
+            let scored = [Scored::new(&ctx, borderline), Scored::new(&ctx, unknown)];
+            profile_batch(&ctx, &scored, 2, room)
+                .unwrap()
+                .unwrap()
+                .configs
+        };
+
+        let noisy = MeasurementNoise {
+            latency_log_sd: 0.08,
+            recovery_log_sd: 0.08,
+        };
+        assert_eq!(batch_with(noisy), vec![unknown.config]);
+        // Without measurement noise one more run would settle it, so it is worth a copy.
+        assert_eq!(
+            batch_with(MeasurementNoise::default()),
+            vec![unknown.config, borderline.config]
+        );
     }
 }

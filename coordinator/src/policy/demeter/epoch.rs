@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::choose::{self, Context, Downtime, Moves, Scored, best_move, profile_batch};
 use super::memory::{Shape, shape_of};
 use super::rates::DecisionRates;
+use super::reach::MeasurementNoise;
 use super::risk::{cmp_odds, likeliest_move, risk_odds, stronger_than_current};
 use super::{DemeterPolicy, InFlight};
 use crate::Result;
@@ -38,6 +39,19 @@ impl DemeterPolicy {
             carries: carrying.map(|c| &c.carries),
             may_carry: carrying.map(|c| &c.may_carry),
             violation_factor: self.qos_budget.price_factor(),
+            noise: self.measurement_noise(),
+        }
+    }
+
+    /// The fitted noise of the latency and recovery surrogates (zero before they are fitted).
+    fn measurement_noise(&self) -> MeasurementNoise {
+        let (latency_log_sd, recovery_log_sd) = self
+            .model
+            .surrogate()
+            .map_or((0.0, 0.0), |s| s.constraint_noise_sd());
+        MeasurementNoise {
+            latency_log_sd,
+            recovery_log_sd,
         }
     }
 

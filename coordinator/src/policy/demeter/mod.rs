@@ -37,6 +37,7 @@ mod model;
 mod overhead;
 mod qos_budget;
 mod rates;
+mod reach;
 mod risk;
 #[cfg(test)]
 mod tests;
