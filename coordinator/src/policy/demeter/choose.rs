@@ -17,7 +17,7 @@ use crate::policy::{CandidateNumbers, ChangeKind, ProfilingRoom};
 
 use super::config::DemeterConfig;
 use super::memory::{Shape, shape_of};
-use super::reach::{MeasurementNoise, reach_probability};
+use super::reach::{MeasurementNoise, confidence_margin, reach_probability};
 use std::collections::HashSet;
 
 /// Headroom is judged on capacity this many standard deviations below its median: where the
@@ -403,12 +403,13 @@ pub fn profile_batch(
     // per TaskManager shape (slots, memory, CPU) so one batch explores several.
     let run_s = cfg.profile_run_s as f64;
     let dwell = cfg.expected_dwell_s as f64;
+    let margin = confidence_margin(cfg.confidence);
     let mut ranked: Vec<(f64, usize)> = verdict
         .doubtful
         .iter()
         .map(|&k| {
             let s = &scored[relevant[k]];
-            let reach = reach_probability(&s.prediction, ctx.qos, ctx.noise, cfg.confidence);
+            let reach = reach_probability(&s.prediction, ctx.qos, ctx.noise, margin);
             let value = reach * (best_known - s.cost) * dwell - s.cost * run_s;
             (value, relevant[k])
         })

@@ -24,16 +24,22 @@ pub struct MeasurementNoise {
     pub recovery_log_sd: f64,
 }
 
-/// P(one more measurement leaves `prediction` with P(feasible) ≥ `confidence`). Latency and
-/// recovery are treated as independent (as P(feasible) treats them); each must clear its bound
-/// at `√confidence`, the share that makes their product reach `confidence`.
+/// The margin, in posterior standard deviations, each constrained outcome must clear its bound
+/// by for the candidate to reach `confidence`: latency and recovery are treated as independent
+/// (as P(feasible) treats them), so each gets `√confidence`, the share that makes their product
+/// reach it.
+pub fn confidence_margin(confidence: f64) -> f64 {
+    normal_quantile(confidence.clamp(1e-6, 1.0 - 1e-6).sqrt())
+}
+
+/// P(one more measurement leaves `prediction` acceptable): both outcomes clear their bounds by
+/// `z` posterior standard deviations ([`confidence_margin`]).
 pub fn reach_probability(
     prediction: &ConfigPrediction,
     qos: &Qos,
     noise: MeasurementNoise,
-    confidence: f64,
+    z: f64,
 ) -> f64 {
-    let z = normal_quantile(confidence.clamp(1e-6, 1.0 - 1e-6).sqrt());
     clears(
         &prediction.latency_p95_ms,
         qos.latency_p95_ms,
@@ -68,8 +74,8 @@ fn clears(estimate: &Estimate, bound: f64, noise_sd: f64, z: f64) -> f64 {
     normal_cdf(margin / moves)
 }
 
-/// The standard normal quantile by bisection on the CDF (called once per ranking; 80 halvings
-/// reach the f64 resolution of the [−10, 10] bracket).
+/// The standard normal quantile by bisection on the CDF (once per ranking; 80 halvings reach
+/// the f64 resolution of the [−10, 10] bracket).
 fn normal_quantile(p: f64) -> f64 {
     let (mut lo, mut hi) = (-10.0_f64, 10.0_f64);
     for _ in 0..80 {
@@ -131,7 +137,7 @@ mod tests {
         let borderline = prediction(180.0, 0.02);
         let p_feasible = borderline.p_feasible(&QOS);
         assert!((0.4..0.6).contains(&p_feasible), "{p_feasible}");
-        let reach = reach_probability(&borderline, &QOS, NOISE, 0.9);
+        let reach = reach_probability(&borderline, &QOS, NOISE, confidence_margin(0.9));
         assert!(reach < 0.01, "{reach}");
     }
 
@@ -139,7 +145,7 @@ mod tests {
     fn an_unknown_configuration_keeps_most_of_its_chance() {
         let unknown = prediction(150.0, 0.5);
         let p_feasible = unknown.p_feasible(&QOS);
-        let reach = reach_probability(&unknown, &QOS, NOISE, 0.9);
+        let reach = reach_probability(&unknown, &QOS, NOISE, confidence_margin(0.9));
         assert!(reach > 0.5 * p_feasible, "{reach} vs {p_feasible}");
         assert!(reach < p_feasible, "{reach} vs {p_feasible}");
     }
@@ -149,14 +155,19 @@ mod tests {
         // n = 0: the measurement reveals the mean; reach is P(mean under the bound).
         let unknown = prediction(150.0, 0.5);
         let quiet = MeasurementNoise::default();
-        let reach = reach_probability(&unknown, &QOS, quiet, 0.9);
+        let reach = reach_probability(&unknown, &QOS, quiet, confidence_margin(0.9));
         assert!((reach - unknown.p_feasible(&QOS)).abs() < 1e-9);
     }
 
     #[test]
     fn a_clear_pass_is_reached_and_a_clear_miss_is_not() {
-        let pass = reach_probability(&prediction(60.0, 0.02), &QOS, NOISE, 0.9);
-        let miss = reach_probability(&prediction(400.0, 0.02), &QOS, NOISE, 0.9);
+        let pass = reach_probability(&prediction(60.0, 0.02), &QOS, NOISE, confidence_margin(0.9));
+        let miss = reach_probability(
+            &prediction(400.0, 0.02),
+            &QOS,
+            NOISE,
+            confidence_margin(0.9),
+        );
         assert!(pass > 0.99, "{pass}");
         assert!(miss < 1e-6, "{miss}");
     }
