@@ -292,9 +292,9 @@ impl DemeterPolicy {
             let scored = self.score(current, rates.risk, max_cost, false)?;
             let scored = stronger_than_current(scored, current);
             let ctx = self.context(current, None);
-            // Only a violation seen, not one forecast, justifies a leap into an unmeasured
-            // shape: its odds are the model's extrapolation, and a risk move into one that then
-            // drowned cost more than the risk it fled.
+            // Only a violation seen, not one forecast, justifies a leap by restart: its odds
+            // are the model's extrapolation, and a restart into one that then drowned cost more
+            // than the risk it fled.
             let likeliest = likeliest_move(&ctx, &scored, self.observed_violation());
             let odds = |s: &Scored| risk_odds(s, &self.cfg);
             let stay = scored.iter().find(|s| s.prediction.config == current);
