@@ -54,11 +54,9 @@ pub fn reach_probability(
 }
 
 /// P(after one measurement of noise `noise_sd`, the outcome is at most `bound` with `z`
-/// posterior standard deviations to spare).
+/// posterior standard deviations to spare): the new posterior mean is a normal of sd `s̃`
+/// around today's, so this is today's belief, shifted up by the margin and narrowed to `s̃`.
 fn clears(estimate: &Estimate, bound: f64, noise_sd: f64, z: f64) -> f64 {
-    if bound <= 0.0 {
-        return 0.0;
-    }
     let s = estimate.log_sd.max(0.0);
     let n = noise_sd.max(0.0);
     let total = (s * s + n * n).sqrt();
@@ -67,11 +65,11 @@ fn clears(estimate: &Estimate, bound: f64, noise_sd: f64, z: f64) -> f64 {
     } else {
         (0.0, 0.0)
     };
-    let margin = bound.ln() - estimate.log_mean - z * after;
-    if moves <= 1e-12 {
-        return if margin >= 0.0 { 1.0 } else { 0.0 };
+    Estimate {
+        log_mean: estimate.log_mean + z * after,
+        log_sd: moves,
     }
-    normal_cdf(margin / moves)
+    .prob_at_most(bound)
 }
 
 /// The standard normal quantile by bisection on the CDF (once per ranking; 80 halvings reach
