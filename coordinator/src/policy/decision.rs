@@ -14,6 +14,10 @@ use crate::models::space::JobConfig;
 pub enum Reason {
     /// The model knows too little about the configurations that matter at the coming rate.
     ProfileUncertain { miss_probability: f64 },
+    /// A configuration the model calls feasible waits only for its TaskManager shape to be
+    /// measured, and no full-size copy of it fits beside production: the shape is profiled on
+    /// fewer TaskManagers.
+    ProfileShape { candidate: JobConfig },
     /// A feasible configuration is cheaper by this fraction of the current cost, enough to pay
     /// for the change.
     Cheaper { saving: f64 },

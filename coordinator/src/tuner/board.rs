@@ -107,6 +107,10 @@ pub fn reason_text(reason: &Reason) -> String {
         Reason::ProfileUncertain { miss_probability } => format!(
             "the model knows too little: P(missing a cheaper feasible configuration) = {miss_probability:.2}"
         ),
+        Reason::ProfileShape { candidate } => format!(
+            "{candidate} is predicted feasible but its TaskManager shape was never measured, and \
+             no full-size copy fits: the shape is profiled on fewer TaskManagers"
+        ),
         Reason::Cheaper { saving } => format!(
             "a feasible configuration costs {:.0} % less, enough to pay for the change",
             saving * 100.0

@@ -344,6 +344,18 @@ pub struct Batch {
     pub miss_probability: f64,
 }
 
+/// The cost of the cheapest acceptable choice (the current configuration at worst), and the
+/// cost a candidate must stay under to save `min_saving` against it: what profiling a
+/// candidate may win.
+pub fn saving_bar(ctx: &Context<'_>, scored: &[Scored]) -> (f64, f64) {
+    let best_known = scored
+        .iter()
+        .filter(|s| s.acceptable(ctx.cfg))
+        .map(|s| s.cost)
+        .fold(ctx.cost(&ctx.current), f64::min);
+    (best_known, best_known * (1.0 - ctx.cfg.min_saving))
+}
+
 /// None when enough is known about the candidates that matter: plausible ones (P(feasible)
 /// at least `min_plausible`) that would save at least `min_saving` against the cheapest
 /// acceptable one (or the current one). Otherwise up to `q` doubtful ones of distinct shapes,
@@ -364,12 +376,7 @@ pub fn profile_batch(
         return Ok(None);
     }
     let cfg = ctx.cfg;
-    let best_known = scored
-        .iter()
-        .filter(|s| s.acceptable(cfg))
-        .map(|s| s.cost)
-        .fold(ctx.cost(&ctx.current), f64::min);
-    let bar = best_known * (1.0 - cfg.min_saving);
+    let (best_known, bar) = saving_bar(ctx, scored);
     // What matters: the acceptable ones (they bound the choice) and the plausible
     // cheaper-by-enough ones.
     let relevant: Vec<usize> = (0..scored.len())

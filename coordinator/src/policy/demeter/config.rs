@@ -178,6 +178,13 @@ pub struct DemeterConfig {
     pub profile_cpu_share: f64,
     /// Hours of that average the budget may save up (the first batches draw on it).
     pub profile_burst_h: f64,
+    /// Seconds production must have kept its configuration before a shape probe (`probe.rs`:
+    /// an unmeasured shape on fewer TaskManagers when no full-size copy fits) is ordered: a
+    /// probe pays off where a load holds (after a step, a flat day); at a daily peak the
+    /// configuration it finds is undone within the hour, and on the daily benchmark traces
+    /// probes taken at every peak added restarts (seconds over the QoS +0.1 point) for no
+    /// saving. 0: whenever nothing else fits.
+    pub probe_after_s: u64,
     /// Largest acceptable probability of passing over a cheaper feasible configuration; above
     /// it the policy profiles (the "enough known?" test).
     pub max_miss_probability: f64,
@@ -248,6 +255,7 @@ impl Default for DemeterConfig {
             profile_run_s: 240,
             profile_cpu_share: 0.08,
             profile_burst_h: 2.0,
+            probe_after_s: 2 * 3_600,
             max_miss_probability: 0.3,
             min_plausible: 0.05,
             window_s: 60,
@@ -334,6 +342,7 @@ impl DemeterConfig {
             risk_cooldown_s: scale(self.risk_cooldown_s, 30),
             order_timeout_s: scale(self.order_timeout_s, 600),
             min_profile_gap_s: scale(self.min_profile_gap_s, 120),
+            probe_after_s: scale(self.probe_after_s, 300),
             profile_run_s,
             // The burst must still pay for a batch of the (floored) run length.
             profile_burst_h: self.profile_burst_h * profile_run_s as f64

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::choose::{self, Context, Downtime, Moves, Scored, best_move, profile_batch};
 use super::memory::{Shape, shape_of};
+use super::probe::{Probe, shape_probe};
 use super::rates::DecisionRates;
 use super::reach::MeasurementNoise;
 use super::risk::{cmp_odds, likeliest_move, risk_odds, stronger_than_current};
@@ -507,7 +508,17 @@ impl DemeterPolicy {
             batch = profile_batch(&ctx, scored, q, limit(available / run_s))?;
         }
         let Some(batch) = batch else {
-            return Ok(false);
+            // Production held its configuration long enough for a shape found now to last.
+            let held = self
+                .last_change_s
+                .is_none_or(|t| now_s - t >= self.cfg.probe_after_s as f64);
+            let probe = held
+                .then(|| shape_probe(&ctx, scored, room, available, run_s))
+                .flatten();
+            return Ok(probe.is_some_and(|probe| {
+                self.order_probe(now, rates, scored, probe);
+                true
+            }));
         };
         // Keep the picks (best first) the budget can pay for and the room can hold.
         let mut configs = Vec::new();
@@ -569,5 +580,52 @@ impl DemeterPolicy {
             decision,
         });
         Ok(true)
+    }
+
+    /// Orders `probe` (no batch fits beside production) as a batch of one copy at its share of
+    /// the plan rate.
+    fn order_probe(
+        &mut self,
+        now: Duration,
+        rates: &DecisionRates,
+        scored: &[Scored],
+        probe: Probe,
+    ) {
+        let now_s = now.as_secs_f64();
+        let run_s = self.cfg.profile_run_s as f64;
+        self.budget
+            .charge(now_s, probe.copy.total_cpu_cores() * run_s);
+        self.batches += 1;
+        let id = self.batches;
+        self.profiling = Some((id, now_s));
+        self.last_profile_s = Some(now_s);
+        let rate = rates.plan * probe.share;
+        let numbers = scored
+            .iter()
+            .find(|s| s.prediction.config == probe.candidate)
+            .map(Scored::numbers);
+        let decision = Decision {
+            at: now,
+            reason: Reason::ProfileShape {
+                candidate: probe.candidate,
+            },
+            forecast: Some(rates.summary),
+            chosen: numbers,
+            best_rejected: None,
+        };
+        tracing::info!(
+            policy = "demeter",
+            batch = id,
+            candidate = %probe.candidate,
+            copy = %probe.copy,
+            rate,
+            "probe a shape on fewer TaskManagers"
+        );
+        self.actions.push_back(Action::Profile {
+            batch: id,
+            candidates: vec![probe.copy],
+            rate,
+            decision,
+        });
     }
 }

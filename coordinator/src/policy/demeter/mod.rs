@@ -35,6 +35,7 @@ mod epoch;
 mod memory;
 mod model;
 mod overhead;
+mod probe;
 mod qos_budget;
 mod rates;
 mod reach;

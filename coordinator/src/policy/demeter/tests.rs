@@ -243,6 +243,74 @@ fn orders_only_copies_that_fit_beside_production() {
 }
 
 #[test]
+fn beside_a_large_production_an_unmeasured_shape_is_probed_on_fewer_taskmanagers() {
+    // Eight cores beside production: no copy that carries 14k events/s fits, so what the
+    // policy learns of other shapes it learns from probes, each on fewer TaskManagers than
+    // its candidate, fed that share of the rate, after production held its configuration.
+    let room = ProfilingRoom {
+        cpu_cores: 8.0,
+        memory_mb: 32_768.0,
+    };
+    let cfg = DemeterConfig {
+        probe_after_s: 1_800,
+        ..test_config()
+    };
+    let mut p = demeter_policy(SearchSpace::default(), QOS, cfg, 1).unwrap();
+    p.handle_profiling_room(Duration::ZERO, room);
+    let run = simulate(&mut p, &noisy(14_000.0, 4 * 3_600, 0.03, 2), 2_700, 2);
+    let mut last_change = None;
+    let mut probes = 0;
+    for (t, action) in &run.actions {
+        match action {
+            Action::Reconfigure { .. } => last_change = Some(*t),
+            Action::Profile {
+                candidates,
+                rate,
+                decision,
+                ..
+            } => {
+                let Reason::ProfileShape { candidate } = decision.reason else {
+                    continue;
+                };
+                probes += 1;
+                let [copy] = candidates.as_slice() else {
+                    panic!("a probe is one copy: {candidates:?}");
+                };
+                assert!(
+                    copy.same_taskmanager_shape(&candidate),
+                    "{copy} for {candidate}"
+                );
+                assert!(
+                    copy.parallelism < candidate.parallelism,
+                    "{copy} for {candidate}"
+                );
+                assert!(
+                    2 * copy.parallelism >= candidate.parallelism,
+                    "{copy} for {candidate}"
+                );
+                assert!(copy.total_cpu_cores() <= room.cpu_cores, "{copy}");
+                assert!(
+                    candidate.total_cpu_cores() > room.cpu_cores,
+                    "{candidate} fits whole"
+                );
+                let plan = decision.chosen.unwrap().rate;
+                let share = f64::from(copy.parallelism) / f64::from(candidate.parallelism);
+                assert!(
+                    (rate - plan * share).abs() < 1e-6,
+                    "{rate} vs {plan} × {share}"
+                );
+                assert!(
+                    last_change.is_none_or(|c| t - c >= 1_800),
+                    "a probe {}s after a change",
+                    t - last_change.unwrap_or(0)
+                );
+            }
+        }
+    }
+    assert!(probes > 0, "no probe: {:#?}", run.actions);
+}
+
+#[test]
 fn converges_to_a_cheap_feasible_configuration_and_keeps_every_decision_explained() {
     let mut p = policy(2);
     let rate = 12_000.0;
