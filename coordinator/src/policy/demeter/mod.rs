@@ -12,8 +12,9 @@
 //!   sufficient safe default (or the safe default when nothing is known);
 //! - an **optimisation** every `optimise_every_s`: refresh the surrogates, plan for the point
 //!   forecast of the maximum over `horizon_s` (1 h; never below the risk rate), profile if the
-//!   model knows too little about the candidates that could save money and the budget allows,
-//!   and move if a candidate saves enough to pay for the change (`choose.rs`); a batch ordered
+//!   model knows too little about the candidates that could save money and the budget allows
+//!   (where no copy of them fits beside production, a shape probe on fewer TaskManagers:
+//!   `probe.rs`), and move if a candidate saves enough to pay for the change (`choose.rs`); a batch ordered
 //!   or running holds back restarts only, not in-place rescales.
 //!
 //! Every time constant comes from [`DemeterConfig`]; `DemeterConfig::compressed` scales them
