@@ -408,6 +408,12 @@ impl DemeterPolicy {
         if must_move {
             return self.move_now(now, current, p_current, rates);
         }
+        // A saving can wait out a catch-up: a change now stops a job still draining a
+        // failure's backlog, and the recovery runs past its QoS (flat trace, seed 3: a restart
+        // 108 s into a recovery made it 217 s against 180).
+        if self.watch.catching_up() {
+            return Ok(());
+        }
         let dwell_s = match self.cfg.dwell_after_risk_s {
             Some(after_risk) if self.last_change_risk => after_risk,
             _ => self.cfg.min_dwell_s,

@@ -44,6 +44,9 @@ struct Run {
     over_by_10min: std::collections::BTreeMap<u64, u64>,
     seconds: u64,
     final_config: Option<JobConfig>,
+    /// Seconds at which a cost-saving move was ordered while the job was still catching up
+    /// after a failure.
+    savings_in_recovery: Vec<u64>,
 }
 
 impl Run {
@@ -65,13 +68,16 @@ fn simulate(policy: &mut DemeterPolicy, rates: &[f64], fail_every_s: u64, seed: 
     let mut pending: Option<(u64, JobConfig, u64)> = None; // (done at, to, downtime)
     let mut profiles: Vec<(u64, u64, Vec<JobConfig>, f64)> = Vec::new();
     let mut run = Run::default();
+    let mut recovering = false;
     for (t, &rate) in rates.iter().enumerate() {
         let t = t as u64 + 1;
         let now = Duration::from_secs(t);
         if fail_every_s > 0 && t.is_multiple_of(fail_every_s) && t >= down_until {
             down_until = t + 20;
+            recovering = true;
         }
         let down = t < down_until;
+        recovering &= down || backlog > rate;
         let capacity = truth.capacity(&config);
         let tick = if down {
             backlog += rate;
@@ -134,7 +140,10 @@ fn simulate(policy: &mut DemeterPolicy, rates: &[f64], fail_every_s: u64, seed: 
         }
         while let Some(action) = policy.poll_action() {
             match &action {
-                Action::Reconfigure { to, kind, .. } => {
+                Action::Reconfigure { to, kind, decision } => {
+                    if recovering && matches!(decision.reason, Reason::Cheaper { .. }) {
+                        run.savings_in_recovery.push(t);
+                    }
                     let downtime = match kind {
                         ChangeKind::InPlace => IN_PLACE_S,
                         ChangeKind::FullRestart => RESTART_S,
@@ -391,6 +400,25 @@ fn reacts_to_a_rate_ramp_before_violating_for_long() {
         "{} s over QoS:\n{}",
         tail.over_qos_s,
         describe(&run)
+    );
+}
+
+#[test]
+fn a_saving_waits_until_a_failure_is_caught_up() {
+    // A failure every seven minutes: a cost-saving move ordered while the job drains a
+    // failure's backlog would stop it again and stretch the recovery past its QoS.
+    let mut p = policy(3);
+    let run = simulate(&mut p, &noisy(12_000.0, 4 * 3_600, 0.05, 3), 420, 3);
+    let savings = run
+        .actions
+        .iter()
+        .filter(|(_, a)| matches!(a, Action::Reconfigure { decision, .. } if matches!(decision.reason, Reason::Cheaper { .. })))
+        .count();
+    assert!(savings > 0, "no saving to check: {:?}", run.actions);
+    assert!(
+        run.savings_in_recovery.is_empty(),
+        "{:?}",
+        run.savings_in_recovery
     );
 }
 
