@@ -1,6 +1,7 @@
 //! `demeter-coordinator simulate` end to end on a slice of a shipped trace: the binary runs every
-//! available policy, prints the comparison, writes a timeline and a decision log that parse, and
-//! names the missing `demeter` policy clearly.
+//! available policy, prints the comparison, writes a timeline and a decision log that parse,
+//! names the missing `demeter` policy clearly, and holds the policies to the twin's cluster when
+//! asked.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -113,4 +114,69 @@ fn json_summaries_demeter_and_unknown_policies() {
     let out = simulate(&["--policy", "nonsense", "--duration", "10m"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown policy"));
+}
+
+#[test]
+fn the_cluster_bound_holds_every_policy_to_the_twins_machines() {
+    let dir = tempfile::tempdir().unwrap();
+    let benchmark =
+        std::fs::read_to_string(repo().join("coordinator/testdata/twin-benchmark.toml")).unwrap();
+    let with_cluster = |cores: f64| {
+        let path = dir.path().join(format!("twin-{cores}.toml"));
+        let text = benchmark.replace("# cpu_cores = 30.0", &format!("cpu_cores = {cores}"));
+        assert_ne!(
+            text, benchmark,
+            "the benchmark twin's [cluster] table changed"
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let run = |twin: &std::path::Path, extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_demeter-coordinator"))
+            .arg("simulate")
+            .arg("--trace")
+            .arg(repo().join("data/traces/CARS_3D_1S_4_sub_35K_max.csv"))
+            .arg("--twin")
+            .arg(twin)
+            .args(["--duration", "30m"])
+            .args(extra)
+            .output()
+            .expect("run demeter-coordinator")
+    };
+    // 20 cores cannot host the static default's 24: bounded, the run is refused and says why.
+    let small = with_cluster(20.0);
+    let refused = run(&small, &["--policy", "static", "--cluster-bound"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(stderr.contains("20 CPU cores"), "{stderr}");
+    assert!(run(&small, &["--policy", "static"]).status.success());
+
+    // Bounded at exactly the static default's cores, no policy's timeline row holds more.
+    let exact = with_cluster(24.0);
+    let timeline = dir.path().join("timeline.csv");
+    let out = run(
+        &exact,
+        &[
+            "--policy",
+            "all",
+            "--cluster-bound",
+            "--timeline",
+            timeline.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&timeline).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let from_end = header.len() - header.iter().position(|h| *h == "cpu_alloc").unwrap();
+    for line in lines {
+        // The quoted config column holds commas: count the fields from the end.
+        let fields: Vec<&str> = line.split(',').collect();
+        let cores: f64 = fields[fields.len() - from_end].parse().unwrap();
+        assert!(cores <= 24.0 + 1e-9, "{line}");
+    }
 }

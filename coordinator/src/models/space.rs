@@ -108,6 +108,14 @@ pub struct SearchSpace {
     pub max_parallelism: u32,
     /// Upper bound on TaskManagers the cluster can host.
     pub max_task_managers: u32,
+    /// CPU cores (all TaskManagers together) the cluster can give the job; None: no bound but
+    /// `max_task_managers`. A configuration needing more is never proposed or deployed: on a
+    /// fixed set of machines it would not start, or would starve its neighbours.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_total_cpu_cores: Option<f64>,
+    /// Memory (MB, all TaskManagers together) the cluster can give the job; None: no bound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_total_memory_mb: Option<f64>,
     /// Below this a slot cannot hold the job's working set; such configs are never proposed.
     pub min_memory_per_slot_mb: u32,
     /// Input rate (events/s) that maps to 1.0 on the GP's rate axis; rates above it extrapolate.
@@ -125,6 +133,8 @@ impl Default for SearchSpace {
             checkpoint_interval_s: vec![10, 30, 50, 70, 90],
             max_parallelism: 128,
             max_task_managers: 24,
+            max_total_cpu_cores: None,
+            max_total_memory_mb: None,
             min_memory_per_slot_mb: 256,
             max_rate: 40_000.0,
         }
@@ -159,6 +169,16 @@ impl SearchSpace {
                 )));
             }
         }
+        let totals = [self.max_total_cpu_cores, self.max_total_memory_mb];
+        if totals
+            .into_iter()
+            .flatten()
+            .any(|t| !(t.is_finite() && t > 0.0))
+        {
+            return Err(Error::Model(
+                "search space: max_total_cpu_cores and max_total_memory_mb must be positive".into(),
+            ));
+        }
         if !(self.max_rate.is_finite() && self.max_rate > 0.0) {
             return Err(Error::Model(
                 "search space: max_rate must be positive".into(),
@@ -189,6 +209,16 @@ impl SearchSpace {
         }
         if config.task_managers() > self.max_task_managers {
             return Some(format!("more than {} TaskManagers", self.max_task_managers));
+        }
+        if let Some(cores) = self.max_total_cpu_cores
+            && config.total_cpu_cores() > cores + 1e-9
+        {
+            return Some(format!("more than the cluster's {cores} CPU cores"));
+        }
+        if let Some(memory_mb) = self.max_total_memory_mb
+            && config.total_memory_mb() > memory_mb + 1e-9
+        {
+            return Some(format!("more than the cluster's {memory_mb} MB of memory"));
         }
         if config.memory_per_slot_mb() < f64::from(self.min_memory_per_slot_mb) {
             return Some(format!(

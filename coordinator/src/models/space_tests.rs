@@ -69,6 +69,33 @@ fn validity_rules_exclude_configs() {
 }
 
 #[test]
+fn the_cluster_bounds_what_a_configuration_may_take_in_total() {
+    let text = "max_total_cpu_cores = 30.0\nmax_total_memory_mb = 65536.0\n";
+    let space = SearchSpace::from_toml(text).unwrap();
+    let candidates = space.candidates();
+    assert!(!candidates.is_empty());
+    assert!(candidates.iter().all(|c| c.total_cpu_cores() <= 30.0));
+    assert!(candidates.iter().all(|c| c.total_memory_mb() <= 65_536.0));
+    // 24 three-core TaskManagers: 72 cores.
+    let large: JobConfig = "p=24,slots=1,mem=1g,cpu=3,ckpt=10".parse().unwrap();
+    let why = space.violation(&large).unwrap_or_default();
+    assert!(why.contains("30 CPU cores"), "{why}");
+    // 16 four-GB TaskManagers: 64 GB, exactly the bound.
+    let at_bound: JobConfig = "p=16,slots=1,mem=4g,cpu=1,ckpt=10".parse().unwrap();
+    assert_eq!(space.violation(&at_bound), None);
+    let over: JobConfig = "p=20,slots=1,mem=4g,cpu=1,ckpt=10".parse().unwrap();
+    assert!(space.violation(&over).is_some());
+    assert!(SearchSpace::from_toml("max_total_cpu_cores = 0.0\n").is_err());
+    // Unset, the bounds stay out of the written form.
+    assert!(
+        !SearchSpace::default()
+            .to_toml()
+            .unwrap()
+            .contains("max_total")
+    );
+}
+
+#[test]
 fn normalise_maps_grid_to_unit_cube() {
     let space = SearchSpace::default();
     for config in space.candidates() {
