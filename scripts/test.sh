@@ -43,7 +43,7 @@ step "scripts/generalisation.py: 2-hour replays of each trace (the script runs; 
 python3 scripts/generalisation.py --binary target/debug/demeter-coordinator --hours 2 >/dev/null
 step "scripts/twin-sweep.py: one drawn job, one hour of each trace (the script runs; no figures)"
 python3 scripts/twin-sweep.py --binary target/debug/demeter-coordinator --twins 1 --hours 1 \
-  --out .lab/twin-sweep >/dev/null 2>&1
+  --out .lab/twin-sweep >/dev/null
 
 mkdir -p .lab
 ops_pid=
