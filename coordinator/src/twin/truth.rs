@@ -92,6 +92,8 @@ pub struct GroundTruth {
 }
 
 /// The cluster's capacity: production always has what it needs, profiling copies get the rest.
+/// (`simulate --cluster-bound` also holds every policy's configurations to it, through the
+/// search space's totals.)
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cluster {
