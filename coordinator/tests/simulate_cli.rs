@@ -140,13 +140,19 @@ fn the_cluster_bound_holds_every_policy_to_the_twins_machines() {
     let run = |twin: &std::path::Path, extra: &[&str]| {
         simulate_twin(twin, &[&["--duration", "30m"], extra].concat())
     };
-    // 20 cores cannot host the static default's 24: bounded, the run is refused and says why.
+    // 20 cores cannot host the static default's 24: bounded (the default), the run is refused
+    // and says why and what lifts the bound.
     let small = with_cluster(20.0);
-    let refused = run(&small, &["--policy", "static", "--cluster-bound"]);
+    let refused = run(&small, &["--policy", "static"]);
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success());
     assert!(stderr.contains("20 CPU cores"), "{stderr}");
-    assert!(run(&small, &["--policy", "static"]).status.success());
+    assert!(stderr.contains("--unbounded"), "{stderr}");
+    assert!(
+        run(&small, &["--policy", "static", "--unbounded"])
+            .status
+            .success()
+    );
 
     // A static default of 12 one-core TaskManagers and the twin's default cluster (its 12 cores
     // plus 25 %: 15): at the CARS peak, reactive scales beyond the machines unless bounded.
@@ -164,8 +170,8 @@ fn the_cluster_bound_holds_every_policy_to_the_twins_machines() {
             "--timeline",
             timeline.to_str().unwrap(),
         ];
-        if bounded {
-            extra.push("--cluster-bound");
+        if !bounded {
+            extra.push("--unbounded");
         }
         let out = simulate(&extra);
         assert!(

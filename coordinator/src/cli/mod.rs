@@ -71,8 +71,9 @@ default the targets' limits: 12 changes per 18 h, 1.5 %).
 Seconds over the latency QoS are split by cause: steady, changes (downtime + catch-up) and
 failure recoveries (failure -> backlog drained, excused up to the recovery QoS). The latency
 figure (>QoS%) EXCLUDES failure recoveries, which the recovery QoS governs and which every
-policy suffers alike; all% includes them. Profiling copies run only on the spare capacity of
-the twin's [cluster] (production always wins).
+policy suffers alike; all% includes them. Every policy's configurations stay within the
+twin's [cluster] totals (--unbounded lifts that); profiling copies run only on what production
+leaves of it (production always wins).
 
 Example (the benchmark):
   demeter-coordinator simulate --trace data/traces/CARS_3D_1S_4_sub_35K_max.csv \\

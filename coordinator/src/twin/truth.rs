@@ -91,9 +91,9 @@ pub struct GroundTruth {
     pub cluster: Cluster,
 }
 
-/// The cluster's capacity: production always has what it needs, profiling copies get the rest.
-/// (`simulate --cluster-bound` also holds every policy's configurations to it, through the
-/// search space's totals.)
+/// The cluster's capacity: profiling copies get what production leaves. `simulate` holds every
+/// policy's configurations to it through the search space's totals (unless `--unbounded`); the
+/// twin itself runs whatever production is given.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cluster {

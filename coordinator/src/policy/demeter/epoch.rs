@@ -8,7 +8,7 @@ use super::memory::{Shape, shape_of};
 use super::probe::{Probe, shape_probe};
 use super::rates::DecisionRates;
 use super::reach::MeasurementNoise;
-use super::risk::{cmp_odds, likeliest_move, risk_odds, stronger_than_current};
+use super::risk::{Seen, cmp_odds, likeliest_move, risk_odds, stronger_than_current};
 use super::{DemeterPolicy, InFlight};
 use crate::Result;
 use crate::models::space::JobConfig;
@@ -296,7 +296,14 @@ impl DemeterPolicy {
             // Only a violation seen, not one forecast, justifies a leap by restart: its odds
             // are the model's extrapolation, and a restart into one that then drowned cost more
             // than the risk it fled.
-            let likeliest = likeliest_move(&ctx, &scored, self.observed_violation());
+            let seen = if self.watch.backlog_growing() {
+                Seen::Drowning
+            } else if self.observed_violation() {
+                Seen::OverQos
+            } else {
+                Seen::Forecast
+            };
+            let likeliest = likeliest_move(&ctx, &scored, seen);
             let odds = |s: &Scored| risk_odds(s, &self.cfg);
             let stay = scored.iter().find(|s| s.prediction.config == current);
             let current_p = stay.map_or(p_current, |s| s.usable_probability(&self.cfg));
