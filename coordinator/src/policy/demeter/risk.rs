@@ -8,7 +8,7 @@ use super::choose::{Context, Scored, price};
 use super::config::DemeterConfig;
 
 /// Least capacity gain of a QoS-risk move's target over the current configuration.
-const RISK_MOVE_MIN_GAIN: f64 = 1.05;
+pub const RISK_MOVE_MIN_GAIN: f64 = 1.05;
 
 /// The current configuration and the candidates predicted to carry clearly more. The current
 /// one is at risk because the rate nears what it carries, so a move that adds no capacity
