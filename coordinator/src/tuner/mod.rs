@@ -11,6 +11,7 @@
 //! reconfigurations are journaled, savepoint-safe and exclusive with CLI applies, resumptions
 //! and watchdog recoveries (one operation per job).
 
+mod blocking;
 pub mod board;
 pub mod core;
 pub mod log;

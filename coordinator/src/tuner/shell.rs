@@ -2,7 +2,8 @@
 //! the agents' samples every period, hands the readings to [`TunerCore`], and carries out its
 //! commands — reconfigurations through the executor service (journaled, savepoint-safe, rolled
 //! back on failure), profiling batches through the profiler — writing every decision to the
-//! decision log. All deciding happens in the core and the policy.
+//! decision log. All deciding happens in the core and the policy, off the runtime's workers
+//! ([`off_the_workers`]: a surrogate refit takes seconds).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tracing::{error, info, warn};
 
+use super::blocking::off_the_workers;
 use super::board::Board;
 use super::core::{Command, Reading, SendPolicy, TunerCore};
 use super::log::DecisionEntry;
@@ -166,10 +168,10 @@ impl Tuner {
                                 (room_due, &recall, &self.tuning.profiling)
                                 && let Some(room) = profiling_room(settings, &self.service)
                             {
-                                core.handle_profiling_room(now_ms(), room);
+                                off_the_workers(|| core.handle_profiling_room(now_ms(), room));
                                 next_room = Some(Instant::now() + ROOM_EVERY);
                             }
-                            core.handle_reading(now_ms(), &reading);
+                            off_the_workers(|| core.handle_reading(now_ms(), &reading));
                             if let Some(view) = core.live() {
                                 self.board.publish(&self.tuning.job, view);
                                 self.record_tick(&view);
@@ -177,7 +179,7 @@ impl Tuner {
                         }
                         next_read = (next_read + period).max(Instant::now());
                     }
-                    core.handle_timeout(now_ms());
+                    off_the_workers(|| core.handle_timeout(now_ms()));
                 }
                 Some(done) = done_rx.recv() => self.finished(&mut core, done, &mut recall),
             }
@@ -216,7 +218,7 @@ impl Tuner {
             } => {
                 info!(job, %running, succeeded, outcome = %text, "reconfiguration ended");
                 self.note_outcome(seq, &text);
-                core.handle_reconfigured(now_ms(), running, succeeded);
+                off_the_workers(|| core.handle_reconfigured(now_ms(), running, succeeded));
             }
             Done::Profiled {
                 seq,
@@ -229,7 +231,7 @@ impl Tuner {
                     *recall = None;
                 }
                 self.note_outcome(seq, &text);
-                core.handle_profiled(now_ms(), batch, &results);
+                off_the_workers(|| core.handle_profiled(now_ms(), batch, &results));
             }
         }
     }
