@@ -51,7 +51,8 @@ if [ "${SKIP_OPS:-0}" != 1 ]; then
   # The operations tests mostly wait on the network (debootstrap, pip) and on booted test
   # hosts, so they run beside the Rust and Flink tests; their log is replayed at the end.
   step "operations tests (systemd, Ansible, .deb) started in the background: .lab/ops.log"
-  tests/ops/run-all.sh >.lab/ops.log 2>&1 &
+  # OPS_PROFILE=dev: the .debs are made from the debug binaries built above (tests/ops/lib.sh).
+  OPS_PROFILE=dev tests/ops/run-all.sh >.lab/ops.log 2>&1 &
   ops_pid=$!
 fi
 

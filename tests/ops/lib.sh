@@ -11,6 +11,14 @@ OPS_LAB="$OPS_REPO/.lab/ops"
 OPS_CACHE="${DEMETER_OPS_CACHE:-${XDG_CACHE_HOME:-${HOME:-/var/cache}/.cache}/demeter-ops}"
 OPS_VENV="$OPS_LAB/venv"
 OPS_CARGO_DEB_VERSION=3.8.0
+# The Cargo profile the .debs are made from. release by default (what an operator ships);
+# scripts/test.sh sets dev: its debug binaries are already built, and a second, optimised build
+# of both binaries (~10 CPU-minutes) beside the Rust and Flink tests slowed the whole suite on 2
+# cores. What the ops tests check (files, modes, users, units, Ansible's runs) is the same for
+# both. cargo-deb warns that dev is meant for development: it is.
+OPS_PROFILE="${OPS_PROFILE:-release}"
+case "$OPS_PROFILE" in release) OPS_TARGET_DIR=release ;; dev) OPS_TARGET_DIR=debug ;;
+    *) echo "OPS_PROFILE must be release or dev, not $OPS_PROFILE" >&2; exit 2 ;; esac
 OPS_ANSIBLE_CORE_VERSION=2.19.14
 OPS_ANSIBLE_LINT_VERSION=26.10.1
 # Packages of the test hosts: what Ansible needs on a target, what the roles install
@@ -71,17 +79,20 @@ ops_ensure_ansible() { # venv with pinned ansible-core and ansible-lint
     export PATH="$OPS_VENV/bin:$PATH" ANSIBLE_FORCE_COLOR=0 ANSIBLE_NOCOLOR=1
 }
 
-ops_build_debs() { # release binaries + both .debs; sets OPS_AGENT_DEB, OPS_COORDINATOR_DEB
+ops_build_debs() { # binaries ($OPS_PROFILE) + both .debs; sets OPS_AGENT_DEB, OPS_COORDINATOR_DEB
     if ! cargo deb --version 2>/dev/null | grep -q "$OPS_CARGO_DEB_VERSION"; then
         say "installing cargo-deb $OPS_CARGO_DEB_VERSION"
         cargo install --quiet --locked cargo-deb --version "$OPS_CARGO_DEB_VERSION"
     fi
-    say "building demeter-agent and demeter-coordinator (release) and their .debs"
+    say "building demeter-agent and demeter-coordinator ($OPS_PROFILE) and their .debs"
     local pkg log="$OPS_LAB/cargo-build.log"
-    (cd "$OPS_REPO" && cargo build --release -p demeter-agent -p demeter-coordinator) >"$log" 2>&1 ||
-        { tail -30 "$log"; return 1; }
+    # --workspace --bins (the two binaries) as scripts/test.sh builds them: the same features
+    # resolve, so in dev this reuses that build instead of compiling a second variant.
+    (cd "$OPS_REPO" && cargo build --profile "$OPS_PROFILE" --workspace --bins) \
+        >"$log" 2>&1 || { tail -30 "$log"; return 1; }
     for pkg in demeter-agent demeter-coordinator; do
-        (cd "$OPS_REPO" && cargo deb --no-build -p "$pkg" --output "$OPS_LAB/debs/$pkg.deb") >>"$log" 2>&1 ||
+        (cd "$OPS_REPO" && cargo deb --no-build --profile "$OPS_PROFILE" -p "$pkg" \
+            --output "$OPS_LAB/debs/$pkg.deb") >>"$log" 2>&1 ||
             { tail -30 "$log"; return 1; }
     done
     export OPS_AGENT_DEB="$OPS_LAB/debs/demeter-agent.deb"
@@ -231,5 +242,5 @@ ops_host_boot_with_sshd() { # ops_host_boot_with_sshd NAME PORT PUBKEY: boot, ss
     ops_host_boot "$name"
 }
 ops_pki_command() { # prints the command implementing `certs init|issue` for the tests
-    printf '%s\n' "$OPS_REPO/target/release/demeter-coordinator"
+    printf '%s\n' "$OPS_REPO/target/$OPS_TARGET_DIR/demeter-coordinator"
 }
