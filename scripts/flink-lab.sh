@@ -149,6 +149,10 @@ jobmanager.rpc.port: $rpc
 jobmanager.memory.process.size: $jm_mem
 jobmanager.execution.failover-strategy: region
 jobmanager.scheduler: $scheduler
+# Demeter decides when to rescale (with its own hysteresis); Flink's default 30-s cooldown after
+# a start or a rescale only held back the in-place change it had ordered (the job runs on at the
+# old parallelism meanwhile).
+jobmanager.adaptive-scheduler.executing.cooldown-after-rescaling: 5 s
 taskmanager.bind-host: 127.0.0.1
 taskmanager.host: 127.0.0.1
 taskmanager.numberOfTaskSlots: $slots
@@ -176,6 +180,9 @@ web.submit.enable: true
 web.upload.dir: $dir/upload
 heartbeat.interval: 2 s
 heartbeat.timeout: 10 s
+# A TaskManager started on a loaded machine (beside production, or CI's other tests) timed out
+# starting its RPC system after Flink's default 10 s and exited.
+pekko.startup-timeout: 60 s
 EOF
   echo "127.0.0.1:$rest" >"$dir/conf/masters"
   : >"$dir/conf/workers"

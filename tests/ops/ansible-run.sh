@@ -142,6 +142,8 @@ for h in "${hosts[@]}"; do
         grep -q 'add-opens=java.base/java.lang=ALL-UNNAMED' "$OPS_HOSTS_DIR/$h/root/etc/flink/config.yaml"
     check "$h: config.yaml points at the JobManager" \
         grep -Pzq 'rpc:\n\s+address: 127.0.0.1\n\s+port: 6123' "$OPS_HOSTS_DIR/$h/root/etc/flink/config.yaml"
+    check "$h: config.yaml runs the adaptive scheduler (in-place rescales)" \
+        grep -Pq '^\s+scheduler: adaptive$' "$OPS_HOSTS_DIR/$h/root/etc/flink/config.yaml"
     check "$h: /etc/flink/taskmanagers 0775 root:demeter" has_mode "$h" /etc/flink/taskmanagers "775 root:demeter"
     check "$h: TaskManager launcher 0755" has_mode "$h" /usr/local/libexec/flink-taskmanager-start "755 root:root"
     check "$h: flink-taskmanager@.service installed" in_root "$h" test -f "/etc/systemd/system/flink-taskmanager@.service"

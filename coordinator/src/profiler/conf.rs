@@ -59,6 +59,10 @@ pub fn shipped_java_opts(config_yaml: &str) -> Option<String> {
 /// `web.timeout: 30 s` because the copy's TaskManager is killed on purpose: Flink's REST metric
 /// fetcher starts no new fetch until the last one ends, and a fetch waits `web.timeout`
 /// (default 10 min) on a TaskManager that stopped answering, so every metric would freeze.
+///
+/// `pekko.startup-timeout: 60 s` because copies start beside production on a node that may be
+/// loaded: with Flink's 10 s, a TaskManager on a loaded machine (seen in CI) timed out starting
+/// its RPC system and exited.
 pub fn config_yaml(plan: &CopyPlan, java_opts: &str) -> String {
     let dir = plan.dir.display();
     let slots = plan.config.slots_per_tm;
@@ -99,6 +103,7 @@ web.submit.enable: true
 web.upload.dir: {dir}/upload
 heartbeat.interval: 2 s
 heartbeat.timeout: 10 s
+pekko.startup-timeout: 60 s
 ",
         name = plan.name,
         batch = plan.batch,
