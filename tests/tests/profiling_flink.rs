@@ -160,7 +160,15 @@ async fn profiling_batch_beside_production_on_real_flink() {
 
     // Both copies measured, with plausible numbers.
     let obs = report.observations();
-    assert_eq!(obs.len(), 2, "{report:?}");
+    assert_eq!(
+        obs.len(),
+        2,
+        "{report:?}\nlogs of failed copies: {:?}; the agent's TaskManagers log to {}",
+        std::fs::read_dir(work.join("failed"))
+            .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            .unwrap_or_default(),
+        cluster.env["FLINK_LOG_DIR"]
+    );
     let find = |text: &str| {
         let config = text.parse().unwrap();
         *obs.iter().find(|o| o.config == config).expect(text)

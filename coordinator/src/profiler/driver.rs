@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use super::batch::{Progress, Runtime};
 use super::conf;
 use super::host;
+use super::kept_logs;
 use super::machine::{CopyMachine, CopyReport, Effect, Event, Phase};
 use super::measure::{CheckpointTiming, CopySample, VertexBusy};
 use super::plan::CopyPlan;
@@ -81,7 +82,7 @@ impl CopyShell {
                 // Production's recall interrupts anything but the tear-down itself.
                 let abortable = effect != Effect::TearDown;
                 tokio::select! {
-                    event = self.execute(&effect) => m.handle_event(now_ms(), &effect, event),
+                    event = self.execute(&effect, m.has_failed()) => m.handle_event(now_ms(), &effect, event),
                     reason = recalled(&mut recall), if abortable => m.abort(now_ms(), &reason),
                 }
                 continue;
@@ -104,7 +105,8 @@ impl CopyShell {
         report
     }
 
-    async fn execute(&mut self, effect: &Effect) -> Event {
+    /// `failed`: the copy failed before this effect (its logs are kept at the tear-down).
+    async fn execute(&mut self, effect: &Effect, failed: bool) -> Event {
         let result = match effect {
             Effect::Provision => self.provision().await.map(|()| Event::Provisioned),
             Effect::CheckCluster => self.check_cluster().await,
@@ -121,7 +123,7 @@ impl CopyShell {
             )
             .await
             .map(|at_ms| Event::Killed { at_ms }),
-            Effect::TearDown => self.tear_down().await.map(|()| Event::TornDown),
+            Effect::TearDown => self.tear_down(failed).await.map(|()| Event::TornDown),
         };
         result.unwrap_or_else(|e| Event::Failed {
             message: e.to_string(),
@@ -157,30 +159,47 @@ impl CopyShell {
     }
 
     async fn check_cluster(&mut self) -> Result<Event> {
+        let kept = kept_logs::failed_root(&self.plan.dir);
         if let Some(jm) = self.jobmanager.as_mut()
             && let Ok(Some(status)) = jm.try_wait()
         {
-            return Err(Error::Executor(format!(
-                "JobManager exited ({status}); see {}",
-                self.plan.log_dir().display()
-            )));
-        }
-        // Not answering yet is normal while the JobManager starts; the deadline bounds it.
-        if host::port_free(self.plan.rest_port) {
-            return Ok(Event::Cluster {
-                taskmanagers: 0,
-                slots: 0,
+            return Ok(Event::Exited {
+                what: format!(
+                    "JobManager exited ({status}); its logs are kept under {}",
+                    kept.display()
+                ),
             });
         }
-        Ok(match self.client.overview().await {
-            Ok(o) => Event::Cluster {
-                taskmanagers: o.taskmanagers,
-                slots: o.slots_total,
-            },
-            Err(_) => Event::Cluster {
-                taskmanagers: 0,
-                slots: 0,
-            },
+        // Not answering yet is normal while the JobManager starts; the deadline bounds it.
+        let (taskmanagers, slots) = if host::port_free(self.plan.rest_port) {
+            (0, 0)
+        } else {
+            self.client
+                .overview()
+                .await
+                .map_or((0, 0), |o| (o.taskmanagers, o.slots_total))
+        };
+        if (taskmanagers as usize) < self.plan.taskmanagers.len() {
+            let alive = self.taskmanagers.alive(&self.plan.name).await?;
+            if let Some(dead) = self
+                .plan
+                .taskmanagers
+                .iter()
+                .find(|t| !alive.contains(&t.id))
+            {
+                return Ok(Event::Exited {
+                    what: format!(
+                        "TaskManager {} exited before it registered (its log: where it ran, \
+                         or under {})",
+                        dead.id,
+                        kept.display()
+                    ),
+                });
+            }
+        }
+        Ok(Event::Cluster {
+            taskmanagers,
+            slots,
         })
     }
 
@@ -283,8 +302,9 @@ impl CopyShell {
 
     /// Kills every process of the copy (TaskManagers through the backend, the JobManager's
     /// process group, then anything else naming the copy's directory), waits for its ports,
-    /// removes its directory, and checks that nothing is left.
-    async fn tear_down(&mut self) -> Result<()> {
+    /// removes its directory (a failed copy's logs moved aside first, see [`kept_logs`]), and
+    /// checks that nothing is left.
+    async fn tear_down(&mut self, failed: bool) -> Result<()> {
         let name = self.plan.name.clone();
         if let Ok(alive) = self.taskmanagers.alive(&name).await {
             for id in alive {
@@ -316,6 +336,17 @@ impl CopyShell {
             host::port_free(rest) && host::port_free(rpc)
         })
         .await;
+        if failed {
+            match kept_logs::keep(&dir, &name, now_ms(), kept_logs::KEEP) {
+                Ok(Some(logs)) => {
+                    tracing::warn!(copy = %name, logs = %logs.display(), "failed copy's logs kept");
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(copy = %name, error = %e, "keeping the failed copy's logs")
+                }
+            }
+        }
         let removed = match std::fs::remove_dir_all(&dir) {
             Ok(()) => true,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,

@@ -108,6 +108,11 @@ pub enum Event {
         at_ms: u64,
     },
     TornDown,
+    /// A process the copy needs (its JobManager, one of its TaskManagers) exited before the job
+    /// ran: no wait can bring it back, so the copy fails now instead of at its deadline.
+    Exited {
+        what: String,
+    },
     /// The effect in flight failed.
     Failed {
         message: String,
@@ -263,6 +268,11 @@ impl CopyMachine {
         }
         self.outcome = Some(CopyOutcome::Aborted(reason.to_string()));
         self.enter(now, Phase::TearingDown);
+    }
+
+    /// Whether the copy failed without a measurement (its tear-down keeps its logs).
+    pub fn has_failed(&self) -> bool {
+        matches!(self.outcome, Some(CopyOutcome::Failed(_)))
     }
 
     /// The report, once [`Phase::Done`].

@@ -29,6 +29,8 @@ fn config() -> JobConfig {
 #[derive(Debug, Clone)]
 struct Fake {
     provision_fails: bool,
+    /// The TaskManager dies while the copy waits for it to register.
+    taskmanager_exits: bool,
     register_after: Option<u64>,
     running_after: Option<u64>,
     down_after_kill: u64,
@@ -43,12 +45,15 @@ struct Fake {
     submitted_at: Option<u64>,
     killed_at: Option<u64>,
     effects: Vec<(u64, Effect)>,
+    /// `CopyMachine::failed` when the tear-down was ordered (the shell keeps logs on true).
+    failed_at_teardown: Option<bool>,
 }
 
 impl Default for Fake {
     fn default() -> Self {
         Fake {
             provision_fails: false,
+            taskmanager_exits: false,
             register_after: Some(8_000),
             running_after: Some(4_000),
             down_after_kill: 6_000,
@@ -62,6 +67,7 @@ impl Default for Fake {
             submitted_at: None,
             killed_at: None,
             effects: Vec::new(),
+            failed_at_teardown: None,
         }
     }
 }
@@ -90,6 +96,9 @@ impl Fake {
                 self.provisioned_at = Some(now);
                 Event::Provisioned
             }
+            Effect::CheckCluster if self.taskmanager_exits => Event::Exited {
+                what: "TaskManager prof-b1-c0-tm0 exited before it registered".into(),
+            },
             Effect::CheckCluster => {
                 let up = self
                     .register_after
@@ -155,6 +164,9 @@ fn run(fake: &mut Fake, mut until: impl FnMut(&CopyMachine, u64) -> bool) -> Cop
     for _ in 0..10_000 {
         while let Some(e) = m.poll_effect() {
             now += 100; // every effect takes a little time
+            if e == Effect::TearDown {
+                fake.failed_at_teardown = Some(m.has_failed());
+            }
             let event = fake.answer(now, &e);
             m.handle_event(now, &e, event);
         }
@@ -239,6 +251,11 @@ fn full_run_measures_kills_before_a_checkpoint_times_recovery_and_tears_down() {
     assert!(kill >= running + 40_000);
     assert!(r.startup_ms.unwrap() >= 12_000, "{:?}", r.startup_ms);
     assert_eq!(r.teardown_error, None);
+    assert_eq!(
+        fake.failed_at_teardown,
+        Some(false),
+        "a measured copy's logs go with it"
+    );
     assert_eq!(m.poll_timeout(), None);
 }
 
@@ -250,6 +267,7 @@ fn a_copy_that_fails_to_start_is_reported_failed_and_still_torn_down() {
     };
     let m = run(&mut fake, |_, _| false);
     assert_eq!(kinds(&fake), ["provision", "teardown"]);
+    assert_eq!(fake.failed_at_teardown, Some(true), "its logs are kept");
     let r = m.report().unwrap();
     assert!(
         matches!(&r.outcome, CopyOutcome::Failed(m) if m.contains("jobmanager.sh")),
@@ -286,6 +304,11 @@ fn deadlines_tear_down_taskmanagers_that_never_register_or_a_job_that_never_runs
             r.outcome
         );
         assert_eq!(kinds(&fake).last(), Some(&"teardown"));
+        assert_eq!(
+            fake.failed_at_teardown,
+            Some(true),
+            "{phase}: its logs are kept"
+        );
         assert!(
             !fake
                 .effects
@@ -293,6 +316,24 @@ fn deadlines_tear_down_taskmanagers_that_never_register_or_a_job_that_never_runs
                 .any(|(_, e)| matches!(e, Effect::Kill { .. }))
         );
     }
+}
+
+#[test]
+fn a_taskmanager_that_exits_fails_the_copy_at_once_not_at_the_deadline() {
+    let mut fake = Fake {
+        taskmanager_exits: true,
+        ..Fake::default()
+    };
+    let m = run(&mut fake, |_, _| false);
+    let r = m.report().unwrap();
+    assert!(
+        matches!(&r.outcome, CopyOutcome::Failed(msg) if msg.contains("prof-b1-c0-tm0 exited")),
+        "{:?}",
+        r.outcome
+    );
+    assert_eq!(kinds(&fake), ["provision", "check", "teardown"]);
+    assert!(r.finished_ms - T0 < times().start_deadline_ms / 10, "{r:?}");
+    assert_eq!(fake.failed_at_teardown, Some(true), "its logs are kept");
 }
 
 #[test]

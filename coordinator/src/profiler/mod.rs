@@ -13,6 +13,7 @@
 //!   the executor's backend trait, the REST client); [`host`] where copies run: this host
 //!   (TaskManagers as child processes, `/proc` usage) or, through [`agent_host`], the node
 //!   agents with the most room ([`placement`], pure), usage from their samples;
+//! - [`kept_logs`]: a failed copy's logs outlive its tear-down (the newest few);
 //! - [`batch`]: plans a batch and runs its copies in parallel; [`batch::Recall`] is the flag
 //!   production raises to take the resources back.
 
@@ -21,6 +22,7 @@ pub mod batch;
 pub mod conf;
 pub mod driver;
 pub mod host;
+pub mod kept_logs;
 pub mod machine;
 pub mod measure;
 pub mod placement;

@@ -14,9 +14,10 @@ impl CopyMachine {
         let Some(pending) = self.pending.take() else {
             return;
         };
-        if let Event::Failed { message } = &event {
-            self.failed(now, &pending, message);
-            return;
+        match &event {
+            Event::Failed { message } => return self.failed(now, &pending, message),
+            Event::Exited { what } => return self.fail(now, what),
+            _ => {}
         }
         match (self.phase, pending, event) {
             (Phase::Provisioning, Effect::Provision, Event::Provisioned) => {
