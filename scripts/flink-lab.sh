@@ -132,6 +132,8 @@ shipped_java_opts() {
   ' "$FLINK_HOME_DIR/conf/config.yaml" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'
 }
 
+PEKKO_STARTUP_OPT=-Dpekko.remote.classic.startup-timeout=60s
+
 write_config() { # dir rest rpc tms slots tm_mem jm_mem scheduler
   local dir=$1 rest=$2 rpc=$3 tms=$4 slots=$5 tm_mem=$6 jm_mem=$7 scheduler=$8
   local opts
@@ -139,7 +141,11 @@ write_config() { # dir rest rpc tms slots tm_mem jm_mem scheduler
   [[ -n $opts ]] || die "could not read env.java.opts.all from the shipped config.yaml"
   cat >"$dir/conf/config.yaml" <<EOF
 # Written by scripts/flink-lab.sh for cluster $(basename "$dir"); rewritten on each start.
-env.java.opts.all: "$opts"
+# Pekko's remoting start is bounded by its own pekko.remote.classic.startup-timeout (10 s), a key
+# Flink's pekko.startup-timeout does not reach (Flink writes pekko.remote.startup-timeout); a
+# TaskManager started on a loaded machine (CI, or beside production) timed out there and exited.
+# A JVM system property overrides Pekko's settings.
+env.java.opts.all: "$opts $PEKKO_STARTUP_OPT"
 env.log.dir: $dir/log
 env.pid.dir: $dir/pid
 io.tmp.dirs: $dir/tmp
@@ -180,9 +186,6 @@ web.submit.enable: true
 web.upload.dir: $dir/upload
 heartbeat.interval: 2 s
 heartbeat.timeout: 10 s
-# A TaskManager started on a loaded machine (beside production, or CI's other tests) timed out
-# starting its RPC system after Flink's default 10 s and exited.
-pekko.startup-timeout: 60 s
 EOF
   echo "127.0.0.1:$rest" >"$dir/conf/masters"
   : >"$dir/conf/workers"

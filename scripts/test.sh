@@ -68,8 +68,9 @@ trap on_exit EXIT
 scripts/flink-lab.sh start ci --rest-port 18091 --rpc-port 16191 --taskmanagers 1 --slots 2
 eval "$(scripts/flink-lab.sh env ci)"
 export DEMETER_FLINK_REST=$FLINK_REST_URL
-# scripts/test-lanes.py runs the test binaries: the fast ones beside the executor test, then the
-# other real-Flink tests one at a time (beside each other they starve the jobs they measure).
+# scripts/test-lanes.py runs the test binaries: the fast ones and then the daemon test beside the
+# executor test, then the profiling and tuning tests one at a time (beside each other they starve
+# the jobs they measure).
 # Ports, so lanes never collide:
 # the executor test (tests/tests/executor_flink.rs) starts its own JobManager from this lab on
 # REST 18291 / RPC 16291 and runs its TaskManagers itself; the daemon test
@@ -86,7 +87,7 @@ export DEMETER_LAB="$PWD/.lab"
 step "cargo test: build the test binaries"
 cargo test --workspace --no-run --message-format=json >.lab/test-binaries.json 2>.lab/test-build.log \
   || { tail -50 .lab/test-build.log >&2; exit 1; }
-step "cargo test (workspace) in lanes: the fast binaries beside the executor test, then the other real-Flink tests in turn; logs in .lab/tests/"
+step "cargo test (workspace) in lanes: the fast binaries, then the daemon test, beside the executor test; then the profiling and tuning tests in turn; logs in .lab/tests/"
 python3 scripts/test-lanes.py .lab/test-binaries.json .lab/tests
 step "doc tests"
 cargo test --workspace --doc >.lab/doc-tests.log 2>&1 || { tail -50 .lab/doc-tests.log >&2; exit 1; }

@@ -52,6 +52,12 @@ pub fn shipped_java_opts(config_yaml: &str) -> Option<String> {
         .filter(|s| !s.is_empty())
 }
 
+/// Pekko's remoting start is bounded by its own `pekko.remote.classic.startup-timeout` (10 s),
+/// which Flink's `pekko.startup-timeout` does not reach (Flink writes the pre-classic key
+/// `pekko.remote.startup-timeout`): a TaskManager started on a loaded machine (seen in CI) timed
+/// out there and exited. A JVM system property overrides Pekko's settings.
+pub const PEKKO_STARTUP_OPT: &str = "-Dpekko.remote.classic.startup-timeout=60s";
+
 /// `config.yaml` for a copy. Same runtime settings as the lab's clusters (adaptive scheduler,
 /// 2 s / 10 s heartbeats, 1-s metric fetcher, managed fraction 0.1, hashmap state, fixed-delay
 /// restarts), and every port and path the copy's own.
@@ -60,16 +66,14 @@ pub fn shipped_java_opts(config_yaml: &str) -> Option<String> {
 /// fetcher starts no new fetch until the last one ends, and a fetch waits `web.timeout`
 /// (default 10 min) on a TaskManager that stopped answering, so every metric would freeze.
 ///
-/// `pekko.startup-timeout: 60 s` because copies start beside production on a node that may be
-/// loaded: with Flink's 10 s, a TaskManager on a loaded machine (seen in CI) timed out starting
-/// its RPC system and exited.
+/// [`PEKKO_STARTUP_OPT`] because copies start beside production on a node that may be loaded.
 pub fn config_yaml(plan: &CopyPlan, java_opts: &str) -> String {
     let dir = plan.dir.display();
     let slots = plan.config.slots_per_tm;
     let tm_mem = plan.config.tm_memory_mb;
     format!(
         "# Written by demeter-coordinator for profiling copy {name} (batch {batch}); removed with it.
-env.java.opts.all: \"{java_opts}\"
+env.java.opts.all: \"{java_opts} {PEKKO_STARTUP_OPT}\"
 env.log.dir: {dir}/log
 env.pid.dir: {dir}/pid
 io.tmp.dirs: {dir}/tmp
@@ -103,7 +107,6 @@ web.submit.enable: true
 web.upload.dir: {dir}/upload
 heartbeat.interval: 2 s
 heartbeat.timeout: 10 s
-pekko.startup-timeout: 60 s
 ",
         name = plan.name,
         batch = plan.batch,
@@ -197,7 +200,9 @@ jobmanager:
         assert!(yaml.contains("jobmanager.rpc.port: 16500\n"));
         assert!(yaml.contains("taskmanager.numberOfTaskSlots: 2\n"));
         assert!(yaml.contains("taskmanager.memory.process.size: 1280m\n"));
-        assert!(yaml.contains("env.java.opts.all: \"--add-opens=x\"\n"));
+        assert!(yaml.contains(
+            "env.java.opts.all: \"--add-opens=x -Dpekko.remote.classic.startup-timeout=60s\"\n"
+        ));
         assert!(yaml.contains("jobmanager.bind-host: 127.0.0.1\n"));
         assert!(
             yaml.contains("web.timeout: 30 s\n"),
