@@ -59,6 +59,28 @@ pub struct LatestCheckpoints {
     pub restored: Option<RestoredCheckpoint>,
 }
 
+impl LatestCheckpoints {
+    /// Where a job that ended (cancelled, failed) starts again without losing or repeating
+    /// committed output: its newest completed checkpoint or savepoint that has a path. A job
+    /// that never completed one committed nothing since the snapshot it started from, so that
+    /// snapshot (a job cancelled seconds after a restart used to have no restore point at all).
+    pub fn restore_point(&self) -> Option<String> {
+        let completed = || {
+            [self.completed.as_ref(), self.savepoint.as_ref()]
+                .into_iter()
+                .flatten()
+                .filter(|e| e.status == "COMPLETED")
+        };
+        if completed().next().is_none() {
+            return self.restored.as_ref().and_then(|r| r.external_path.clone());
+        }
+        completed()
+            .filter(|e| e.external_path.is_some())
+            .max_by_key(|e| e.id)
+            .and_then(|e| e.external_path.clone())
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct CheckpointEntry {
     pub id: u64,
@@ -161,6 +183,46 @@ mod tests {
                 .external_path
                 .is_some_and(|p| p.contains("/savepoints/savepoint-"))
         );
+    }
+
+    #[test]
+    fn the_restore_point_is_the_newest_completed_snapshot_else_what_the_job_started_from() {
+        let s: CheckpointStats = fixture("checkpoints_restored.json");
+        let newest = s.latest.restore_point().unwrap();
+        assert!(newest.ends_with("/chk-23"), "{newest}");
+
+        // Cancelled before its first checkpoint: the savepoint it was started from.
+        let mut fresh = s.latest.clone();
+        fresh.completed = None;
+        let started_from = fresh.restore_point().unwrap();
+        assert!(
+            started_from.contains("/savepoints/savepoint-"),
+            "{started_from}"
+        );
+
+        // A newer savepoint wins over an older checkpoint.
+        let mut saved = s.latest.clone();
+        let mut savepoint = s.latest.completed.clone().unwrap();
+        savepoint.id = 24;
+        savepoint.is_savepoint = true;
+        savepoint.external_path = Some("file:/sp/savepoint-24".into());
+        saved.savepoint = Some(savepoint);
+        assert_eq!(
+            saved.restore_point().as_deref(),
+            Some("file:/sp/savepoint-24")
+        );
+
+        // A job that completed a checkpoint never goes back to its start: output after it may
+        // be committed. Without a path to that checkpoint there is no restore point.
+        let mut pathless = s.latest.clone();
+        pathless.completed.as_mut().unwrap().external_path = None;
+        assert_eq!(pathless.restore_point(), None);
+
+        // A fresh job that restored nothing has nothing to go back to.
+        let s: CheckpointStats = fixture("checkpoints.json");
+        let mut never = s.latest.clone();
+        never.completed = None;
+        assert_eq!(never.restore_point(), None);
     }
 
     #[test]

@@ -103,14 +103,7 @@ impl Driver {
             Effect::Cancel { job: id } => Event::Cancelled(c.cancel_job(id).await.map_err(fault)),
             Effect::ReadRestorePoint { job: id } => {
                 Event::RestorePoint(match c.checkpoint_stats(id).await {
-                    Ok(stats) => {
-                        let newest = [stats.latest.completed, stats.latest.savepoint]
-                            .into_iter()
-                            .flatten()
-                            .filter(|e| e.status == "COMPLETED" && e.external_path.is_some())
-                            .max_by_key(|e| e.id);
-                        Ok(newest.and_then(|e| e.external_path))
-                    }
+                    Ok(stats) => Ok(stats.latest.restore_point()),
                     Err(e) if not_found(&e) => Ok(None),
                     Err(e) => Err(fault(e)),
                 })
