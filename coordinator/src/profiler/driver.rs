@@ -80,9 +80,9 @@ impl CopyShell {
             }
             if let Some(effect) = m.poll_effect() {
                 // Production's recall interrupts anything but the tear-down itself.
-                let abortable = effect != Effect::TearDown;
+                let abortable = !matches!(effect, Effect::TearDown { .. });
                 tokio::select! {
-                    event = self.execute(&effect, m.has_failed()) => m.handle_event(now_ms(), &effect, event),
+                    event = self.execute(&effect) => m.handle_event(now_ms(), &effect, event),
                     reason = recalled(&mut recall), if abortable => m.abort(now_ms(), &reason),
                 }
                 continue;
@@ -105,8 +105,7 @@ impl CopyShell {
         report
     }
 
-    /// `failed`: the copy failed before this effect (its logs are kept at the tear-down).
-    async fn execute(&mut self, effect: &Effect, failed: bool) -> Event {
+    async fn execute(&mut self, effect: &Effect) -> Event {
         let result = match effect {
             Effect::Provision => self.provision().await.map(|()| Event::Provisioned),
             Effect::CheckCluster => self.check_cluster().await,
@@ -123,7 +122,9 @@ impl CopyShell {
             )
             .await
             .map(|at_ms| Event::Killed { at_ms }),
-            Effect::TearDown => self.tear_down(failed).await.map(|()| Event::TornDown),
+            Effect::TearDown { keep_logs } => {
+                self.tear_down(*keep_logs).await.map(|()| Event::TornDown)
+            }
         };
         result.unwrap_or_else(|e| Event::Failed {
             message: e.to_string(),
@@ -302,9 +303,9 @@ impl CopyShell {
 
     /// Kills every process of the copy (TaskManagers through the backend, the JobManager's
     /// process group, then anything else naming the copy's directory), waits for its ports,
-    /// removes its directory (a failed copy's logs moved aside first, see [`kept_logs`]), and
+    /// removes its directory (its logs moved aside first when `keep_logs`, see [`kept_logs`]), and
     /// checks that nothing is left.
-    async fn tear_down(&mut self, failed: bool) -> Result<()> {
+    async fn tear_down(&mut self, keep_logs: bool) -> Result<()> {
         let name = self.plan.name.clone();
         if let Ok(alive) = self.taskmanagers.alive(&name).await {
             for id in alive {
@@ -336,7 +337,7 @@ impl CopyShell {
             host::port_free(rest) && host::port_free(rpc)
         })
         .await;
-        if failed {
+        if keep_logs {
             match kept_logs::keep(&dir, &name, now_ms(), kept_logs::KEEP) {
                 Ok(Some(logs)) => {
                     tracing::warn!(copy = %name, logs = %logs.display(), "failed copy's logs kept");

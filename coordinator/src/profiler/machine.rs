@@ -89,8 +89,10 @@ pub enum Effect {
     Sample,
     /// SIGKILL this TaskManager and start its replacement: answer [`Event::Killed`].
     Kill { victim: String },
-    /// Stop every process of the copy, wait for its ports, remove its directory.
-    TearDown,
+    /// Stop every process of the copy, wait for its ports, remove its directory; first move its
+    /// logs aside when `keep_logs` (the copy failed without a measurement: the operator needs
+    /// them, and the error names them).
+    TearDown { keep_logs: bool },
 }
 
 /// Answers of the shell.
@@ -271,7 +273,7 @@ impl CopyMachine {
     }
 
     /// Whether the copy failed without a measurement (its tear-down keeps its logs).
-    pub fn has_failed(&self) -> bool {
+    pub(super) fn has_failed(&self) -> bool {
         matches!(self.outcome, Some(CopyOutcome::Failed(_)))
     }
 

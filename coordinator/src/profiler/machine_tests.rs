@@ -45,8 +45,8 @@ struct Fake {
     submitted_at: Option<u64>,
     killed_at: Option<u64>,
     effects: Vec<(u64, Effect)>,
-    /// `CopyMachine::failed` when the tear-down was ordered (the shell keeps logs on true).
-    failed_at_teardown: Option<bool>,
+    /// `keep_logs` of the tear-down the machine ordered.
+    keep_logs: Option<bool>,
 }
 
 impl Default for Fake {
@@ -67,7 +67,7 @@ impl Default for Fake {
             submitted_at: None,
             killed_at: None,
             effects: Vec::new(),
-            failed_at_teardown: None,
+            keep_logs: None,
         }
     }
 }
@@ -116,8 +116,8 @@ impl Fake {
                 self.killed_at = Some(now);
                 Event::Killed { at_ms: now }
             }
-            Effect::TearDown if self.teardown_fails => fail("port 18500 still bound"),
-            Effect::TearDown => Event::TornDown,
+            Effect::TearDown { .. } if self.teardown_fails => fail("port 18500 still bound"),
+            Effect::TearDown { .. } => Event::TornDown,
             Effect::Sample => Event::Sample(Box::new(self.sample(now))),
         }
     }
@@ -164,8 +164,8 @@ fn run(fake: &mut Fake, mut until: impl FnMut(&CopyMachine, u64) -> bool) -> Cop
     for _ in 0..10_000 {
         while let Some(e) = m.poll_effect() {
             now += 100; // every effect takes a little time
-            if e == Effect::TearDown {
-                fake.failed_at_teardown = Some(m.has_failed());
+            if let Effect::TearDown { keep_logs } = e {
+                fake.keep_logs = Some(keep_logs);
             }
             let event = fake.answer(now, &e);
             m.handle_event(now, &e, event);
@@ -195,7 +195,7 @@ fn kinds(fake: &Fake) -> Vec<&'static str> {
             Effect::Submit => "submit",
             Effect::Sample => "sample",
             Effect::Kill { .. } => "kill",
-            Effect::TearDown => "teardown",
+            Effect::TearDown { .. } => "teardown",
         };
         if out.last() != Some(&k) {
             out.push(k);
@@ -252,7 +252,7 @@ fn full_run_measures_kills_before_a_checkpoint_times_recovery_and_tears_down() {
     assert!(r.startup_ms.unwrap() >= 12_000, "{:?}", r.startup_ms);
     assert_eq!(r.teardown_error, None);
     assert_eq!(
-        fake.failed_at_teardown,
+        fake.keep_logs,
         Some(false),
         "a measured copy's logs go with it"
     );
@@ -267,7 +267,7 @@ fn a_copy_that_fails_to_start_is_reported_failed_and_still_torn_down() {
     };
     let m = run(&mut fake, |_, _| false);
     assert_eq!(kinds(&fake), ["provision", "teardown"]);
-    assert_eq!(fake.failed_at_teardown, Some(true), "its logs are kept");
+    assert_eq!(fake.keep_logs, Some(true), "its logs are kept");
     let r = m.report().unwrap();
     assert!(
         matches!(&r.outcome, CopyOutcome::Failed(m) if m.contains("jobmanager.sh")),
@@ -304,11 +304,7 @@ fn deadlines_tear_down_taskmanagers_that_never_register_or_a_job_that_never_runs
             r.outcome
         );
         assert_eq!(kinds(&fake).last(), Some(&"teardown"));
-        assert_eq!(
-            fake.failed_at_teardown,
-            Some(true),
-            "{phase}: its logs are kept"
-        );
+        assert_eq!(fake.keep_logs, Some(true), "{phase}: its logs are kept");
         assert!(
             !fake
                 .effects
@@ -333,7 +329,7 @@ fn a_taskmanager_that_exits_fails_the_copy_at_once_not_at_the_deadline() {
     );
     assert_eq!(kinds(&fake), ["provision", "check", "teardown"]);
     assert!(r.finished_ms - T0 < times().start_deadline_ms / 10, "{r:?}");
-    assert_eq!(fake.failed_at_teardown, Some(true), "its logs are kept");
+    assert_eq!(fake.keep_logs, Some(true), "its logs are kept");
 }
 
 #[test]
@@ -364,14 +360,15 @@ fn abort_tears_down_at_once_and_ignores_the_answer_in_flight() {
     let in_flight = m.poll_effect().unwrap();
     assert_eq!(in_flight, Effect::Sample);
     m.abort(now, "production needs the memory");
-    assert_eq!(m.poll_effect(), Some(Effect::TearDown));
+    let tear_down = Effect::TearDown { keep_logs: false };
+    assert_eq!(m.poll_effect(), Some(tear_down.clone()));
     m.handle_event(
         now + 10,
         &in_flight,
         Event::Sample(Box::new(fake.sample(now))),
     );
     assert_eq!(m.phase(), Phase::TearingDown);
-    m.handle_event(now + 20, &Effect::TearDown, Event::TornDown);
+    m.handle_event(now + 20, &tear_down, Event::TornDown);
     let r = m.report().unwrap();
     assert_eq!(
         r.outcome,
@@ -404,7 +401,7 @@ fn teardown_failure_or_silence_is_reported_and_the_machine_still_ends() {
             message: "no java".into(),
         },
     );
-    assert_eq!(m.poll_effect(), Some(Effect::TearDown));
+    assert_eq!(m.poll_effect(), Some(Effect::TearDown { keep_logs: true }));
     // The tear-down never answers.
     let deadline = m.poll_timeout().unwrap();
     assert_eq!(deadline, T0 + 1 + times().teardown_deadline_ms);

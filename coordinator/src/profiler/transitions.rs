@@ -52,7 +52,9 @@ impl CopyMachine {
                 ));
                 self.enter(now, Phase::Recovering);
             }
-            (Phase::TearingDown, Effect::TearDown, Event::TornDown) => self.enter(now, Phase::Done),
+            (Phase::TearingDown, Effect::TearDown { .. }, Event::TornDown) => {
+                self.enter(now, Phase::Done)
+            }
             (phase, effect, event) => {
                 tracing::warn!(copy = %self.name, ?phase, ?effect, ?event, "unexpected answer ignored");
             }
@@ -205,7 +207,7 @@ impl CopyMachine {
 
     fn failed(&mut self, now: u64, effect: &Effect, message: &str) {
         match (self.phase, effect) {
-            (Phase::TearingDown, Effect::TearDown) => {
+            (Phase::TearingDown, Effect::TearDown { .. }) => {
                 self.teardown_error = Some(message.to_string());
                 self.enter(now, Phase::Done);
             }
@@ -277,7 +279,12 @@ impl CopyMachine {
                 self.next_sample = Some(now + t.sample_every_ms / 2);
                 (Some(t.max_recovery_ms), None)
             }
-            Phase::TearingDown => (Some(t.teardown_deadline_ms), Some(Effect::TearDown)),
+            Phase::TearingDown => (
+                Some(t.teardown_deadline_ms),
+                Some(Effect::TearDown {
+                    keep_logs: self.has_failed(),
+                }),
+            ),
             Phase::Done => {
                 self.finished = Some(now);
                 (None, None)
