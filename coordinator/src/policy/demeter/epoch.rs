@@ -212,6 +212,16 @@ impl DemeterPolicy {
 
     fn decide_rates(&mut self) -> DecisionRates {
         let rates = self.rates.decide();
+        tracing::trace!(
+            policy = "demeter",
+            now = self.rates.now(),
+            risk = rates.risk,
+            plan = rates.plan,
+            expected = rates.expected,
+            sustain = rates.sustain,
+            peak = rates.peak,
+            "decision rates"
+        );
         self.last_forecast = Some(rates.summary);
         rates
     }
