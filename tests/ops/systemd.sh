@@ -4,7 +4,8 @@
 #     exits 0 on unknown keys and bad values, it only prints them);
 #  2. `systemd-analyze security --offline=yes` exposure of each unit is printed, and the two
 #     Demeter services must be at or below 2.0 (`--threshold=20`, systemd's own comparison);
-#  3. the TaskManager launcher accepts a good instance file and rejects bad ones;
+#  3. the TaskManager launcher accepts a good instance file and rejects bad ones, and records,
+#     publishes and maps a class-data-sharing archive keyed to the JVM and Flink's jars;
 #  4. the polkit rule allows user demeter exactly the flink-taskmanager@ verbs (node runs it
 #     with polkit's calling convention; tests/ops/systemd-boot.sh runs it in real polkitd);
 #  5. shellcheck is clean on the launcher, the maintainer scripts and these tests.
@@ -66,10 +67,20 @@ done
 say "flink-taskmanager-start (the TaskManager launcher)"
 fake=$(mktemp -d "$OPS_LAB/launcher.XXXXXX")
 trap 'rm -rf "$root" "$fake"' EXIT
-mkdir -p "$fake/flink/bin" "$fake/tms"
-printf '#!/bin/sh\nprintf "%%s\\n" "$@"\n' >"$fake/flink/bin/taskmanager.sh"
-chmod 0755 "$fake/flink/bin/taskmanager.sh"
-launch() { FLINK_HOME="$fake/flink" FLINK_TASKMANAGERS_DIR="$fake/tms" "$OPS_REPO/systemd/flink-taskmanager-start" "$@"; }
+mkdir -p "$fake/flink/bin" "$fake/flink/lib" "$fake/tms" "$fake/jdk/bin"
+# The stand-in prints its arguments and leaves the JVM flags the launcher chose in jvm_args.
+cat >"$fake/flink/bin/taskmanager.sh" <<STANDIN
+#!/bin/sh
+printf '%s\n' "\$@"
+printf '%s' "\${JVM_ARGS:-}" >"$fake/jvm_args"
+STANDIN
+printf '#!/bin/sh\nexit 0\n' >"$fake/jdk/bin/java"
+chmod 0755 "$fake/flink/bin/taskmanager.sh" "$fake/jdk/bin/java"
+: >"$fake/flink/lib/flink-dist.jar"
+launch() {
+    JAVA_HOME=${java_home-$fake/jdk} FLINK_CDS_DIR=${cds_dir-$fake/cds} FLINK_HOME="$fake/flink" \
+        FLINK_TASKMANAGERS_DIR="$fake/tms" "$OPS_REPO/systemd/flink-taskmanager-start" "$@"
+}
 printf '# written by the agent\nTM_PROCESS_MEMORY=1536m\nTM_SLOTS=2\n' >"$fake/tms/tm-1.env"
 good_file() { # the launcher execs taskmanager.sh with exactly these arguments
     local expected
@@ -92,6 +103,43 @@ check "rejects a missing key" bad_file 'TM_PROCESS_MEMORY=1g\n'
 exits_78() { local rc=0; launch "$1" >/dev/null 2>&1 || rc=$?; [ "$rc" -eq 78 ]; }
 check "rejects a missing file" exits_78 nope
 check "rejects an instance name with a slash" exits_78 ../tms/tm-1
+
+# Class-data sharing: the JVM writes a recording only when it exits, so a test plays that part.
+cp "$fake/tms/tm-1.env" "$fake/tms/tm-2.env"
+flags() { launch "$1" >/dev/null && cat "$fake/jvm_args"; }
+records() { # records INSTANCE: the start asks the JVM to record an archive at exit
+    local f
+    f=$(flags "$1") && [[ $f =~ -XX:ArchiveClassesAtExit=($fake/cds/taskmanager-[0-9]+\.jsa\.$1\.tmp)$ ]] &&
+        echo "${BASH_REMATCH[1]}" >"$fake/recording.$1"
+}
+maps() { # maps INSTANCE: the start maps the node's one archive
+    local f archives
+    f=$(flags "$1") || return 1
+    archives=("$fake"/cds/taskmanager-*.jsa)
+    [ "${#archives[@]}" -eq 1 ] && [ -s "${archives[0]}" ] &&
+        [ "$f" = " -XX:SharedArchiveFile=${archives[0]}" ]
+}
+jvm_wrote() { # jvm_wrote INSTANCE [killed]: its JVM exited (killed mid-dump: no header yet)
+    if [ "${2:-}" = killed ]; then head -c 64 /dev/zero; else printf '\xa8\xab\x0b\xf0 regions'; fi \
+        >"$(cat "$fake/recording.$1")"
+}
+no_flags() { local f; f=$(flags tm-1) && [ -z "$f" ]; }
+check "class-data sharing: a first start records an archive" records tm-1
+check "class-data sharing: another instance records too while none is published" records tm-2
+jvm_wrote tm-1 killed
+dropped() { records tm-1 && ! compgen -G "$fake/cds/taskmanager-*.jsa" >/dev/null; }
+check "class-data sharing: a recording without its header is dropped, recorded again" dropped
+jvm_wrote tm-1
+check "class-data sharing: the recorder's next start publishes and maps it" maps tm-1
+check "class-data sharing: every other instance maps it" maps tm-2
+touch -d '2020-01-01' "$fake/flink/lib/flink-dist.jar" # a Flink upgrade: another set of jars
+check "class-data sharing: new Flink jars record anew" records tm-1
+jvm_wrote tm-1
+check "class-data sharing: the new archive replaces the old one" maps tm-1
+without_java() { java_home=$fake/none no_flags; }
+without_directory() { cds_dir=/etc/passwd/cds no_flags; }
+check "class-data sharing: none without a JVM to key it to" without_java
+check "class-data sharing: none without a writable directory" without_directory
 
 say "polkit rule for the agent"
 ops_apt_install node nodejs
