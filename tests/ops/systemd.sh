@@ -132,6 +132,8 @@ check "class-data sharing: a recording without its header is dropped, recorded a
 jvm_wrote tm-1
 check "class-data sharing: the recorder's next start publishes and maps it" maps tm-1
 check "class-data sharing: every other instance maps it" maps tm-2
+no_recordings() { ! compgen -G "$fake/cds/*.tmp" >/dev/null; }
+check "class-data sharing: an instance that maps it drops its own recording" no_recordings
 touch -d '2020-01-01' "$fake/flink/lib/flink-dist.jar" # a Flink upgrade: another set of jars
 check "class-data sharing: new Flink jars record anew" records tm-1
 jvm_wrote tm-1
