@@ -80,13 +80,17 @@ die() {
 installed_marker() { echo "$VENV/.flink-$FLINK_VERSION-complete"; }
 
 cmd_install() {
+  mkdir -p "$LAB"
+  # One install at a time: the suite installs in the foreground while an operations test
+  # (tests/ops/flink-units.sh, in the background) may ask for the same lab.
+  exec 9>"$LAB/.install.lock"
+  flock 9
   if [[ -f $(installed_marker) && -f $FLINK_HOME_DIR/lib/flink-dist-$FLINK_VERSION.jar ]]; then
     say "Flink $FLINK_VERSION already installed"
     record_cds_archive
     echo "FLINK_HOME=$FLINK_HOME_DIR"
     return
   fi
-  mkdir -p "$LAB"
   command -v java >/dev/null || die "java (17) not found on PATH"
   local py
   py=$(command -v python3.11) || die "python3.11 not found on PATH"

@@ -201,13 +201,14 @@ ops_descends_from() { # ops_descends_from PID ANCESTOR
     return 1
 }
 ops_host_boot() { # ops_host_boot NAME: boots the (prepared) root; waits for multi-user
+    # OPS_NSPAWN_ARGS: more systemd-nspawn options (e.g. --bind-ro=PATH), split on spaces.
     local name=$1 dir="$OPS_HOSTS_DIR/$1" nspawn_pid init_pid='' p state=''
     ops_apt_install systemd-nspawn systemd-container
     ops_host_down "$name" # nspawn mounts /proc, /dev and /run itself
     ops_host_mount_root "$name"
     # nspawn needs /run/systemd on a tmpfs, and this host has no systemd: a private /run.
     unshare -m sh -c "mount --make-rprivate / && mount -t tmpfs tmpfs /run &&
-        exec systemd-nspawn -q -D '$dir/root' --register=no --keep-unit --console=passive -b" \
+        exec systemd-nspawn -q -D '$dir/root' ${OPS_NSPAWN_ARGS:-} --register=no --keep-unit --console=passive -b" \
         >"$dir/console.log" 2>&1 </dev/null &
     nspawn_pid=$!
     printf '%s\n' "$nspawn_pid" >"$dir/nspawn.pid"

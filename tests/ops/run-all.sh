@@ -4,7 +4,7 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 tests=("$@")
-[ ${#tests[@]} -gt 0 ] || tests=(systemd ansible-lint deb systemd-boot ansible-run)
+[ ${#tests[@]} -gt 0 ] || tests=(systemd ansible-lint deb systemd-boot ansible-run flink-units)
 passed=0 failed=0
 for t in "${tests[@]}"; do
     echo "=== tests/ops/$t.sh"
