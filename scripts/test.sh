@@ -81,7 +81,9 @@ export DEMETER_FLINK_REST=$FLINK_REST_URL
 # 16500-16519. The tuning test (tests/tests/tuning_flink.rs, 5-8 min, capped at 11) runs scripts/run-local.sh
 # with the debug binaries: REST 18591 / RPC 16591, profiling copies on 18600-18609 / 16600-16609.
 # The agent's supervisor test (agent/tests/supervisor_flink.rs) uses REST 18281 / RPC 16281, the
-# REST client's test (coordinator/tests/flink_real.rs) the session cluster above.
+# REST client's test (coordinator/tests/flink_real.rs) the session cluster above. Beside them,
+# the operations test tests/ops/flink-units.sh runs Flink under its systemd units on REST 18781 /
+# RPC 16781.
 export DEMETER_LAB="$PWD/.lab"
 
 step "cargo test: build the test binaries"

@@ -70,7 +70,8 @@ in_ct() { ops_in_host "$host" "$@"; }
 registered() { # registered N: the JobManager lists N TaskManagers within 120 s
     local n=''
     for _ in $(seq 240); do
-        n=$(curl -fsS "http://127.0.0.1:$rest/overview" 2>/dev/null | sed -n 's/.*"taskmanagers":\([0-9]*\).*/\1/p')
+        n=$(curl -fsS --max-time 2 "http://127.0.0.1:$rest/overview" 2>/dev/null |
+            sed -n 's/.*"taskmanagers":\([0-9]*\).*/\1/p')
         [ "${n:-}" = "$1" ] && return 0
         sleep 0.5
     done
@@ -115,7 +116,7 @@ check "tm-2 maps the same archive" maps tm-2
 published() {
     local archives=("$root"/var/lib/flink/cds/taskmanager-*.jsa)
     [ "${#archives[@]}" -eq 1 ] && [ -s "${archives[0]}" ] &&
-        [ "$(stat -c %U "${archives[0]}")" = "$(stat -c %U "$root/var/lib/flink")" ]
+        [ "$(stat -c %u "${archives[0]}")" = "$(chroot "$root" id -u flink)" ]
 }
 check "one archive, owned by flink" published
 no_warnings() { ! in_ct journalctl -u flink-taskmanager@tm-2.service --no-pager | grep -qi 'warning.*cds\|sharing.*disabled'; }
