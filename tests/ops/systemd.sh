@@ -131,6 +131,7 @@ dropped() { records tm-1 && ! compgen -G "$fake/cds/taskmanager-*.jsa" >/dev/nul
 check "class-data sharing: a recording without its header is dropped, recorded again" dropped
 jvm_wrote tm-1
 check "class-data sharing: the recorder's next start publishes and maps it" maps tm-1
+jvm_wrote tm-2 # tm-2's recording JVM exits after tm-1's archive was published
 check "class-data sharing: every other instance maps it" maps tm-2
 no_recordings() { ! compgen -G "$fake/cds/*.tmp" >/dev/null; }
 check "class-data sharing: an instance that maps it drops its own recording" no_recordings
