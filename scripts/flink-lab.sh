@@ -134,11 +134,12 @@ record_cds_archive() { # a TaskManager of a scratch cluster, run to registration
   say "recording a TaskManager's classes for class-data sharing (once)"
   mkdir -p "$(dirname "$archive")"
   rest=$(free_port 18060) rpc=$(free_port 16060)
-  cmd_start "$name" --rest-port "$rest" --rpc-port "$rpc" --taskmanagers 0 >/dev/null
+  # 9>&-: the scratch JVMs must not inherit the install lock (one left running would hold it).
+  cmd_start "$name" --rest-port "$rest" --rpc-port "$rpc" --taskmanagers 0 >/dev/null 9>&-
   dir=$(cluster_dir "$name")
   JVM_ARGS="-XX:ArchiveClassesAtExit=$archive.tmp" FLINK_CONF_DIR=$dir/conf FLINK_LOG_DIR=$dir/log \
     "$FLINK_HOME_DIR/bin/taskmanager.sh" start-foreground -Dtaskmanager.resource-id=cds-recording \
-    >"$dir/log/cds-recording.out" 2>&1 &
+    >"$dir/log/cds-recording.out" 2>&1 9>&- &
   pid=$!
   while ((SECONDS - started < 120)) && kill -0 "$pid" 2>/dev/null; do
     registered=$(json_int "$(overview "$rest")" taskmanagers)
