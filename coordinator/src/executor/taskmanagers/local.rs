@@ -187,7 +187,46 @@ impl LocalTaskManagers {
             children.retain(|_, c| matches!(c.try_wait(), Ok(None)));
         }
     }
+
+    /// Ids starting with `id_prefix` of the TaskManagers this process started that have not
+    /// ended: the child handle knows, whatever `/proc` shows.
+    fn live_children(&self, id_prefix: &str) -> Vec<String> {
+        self.reap();
+        self.children.lock().map_or_else(
+            |_| Vec::new(),
+            |children| {
+                children
+                    .keys()
+                    .filter(|id| id.starts_with(id_prefix))
+                    .cloned()
+                    .collect()
+            },
+        )
+    }
+
+    /// [`Self::scan`], waiting (at most [`SETTLE`]) until every TaskManager this process
+    /// started and that still runs is seen. While a start script execs (`env` → `bash` →
+    /// `flink-console.sh` → `java`) its `/proc/<pid>/cmdline` reads empty, for up to 15 ms
+    /// measured here, and a scan at that moment misses a live TaskManager: one scan right
+    /// after the spawn once failed a profiling copy as "exited before it registered".
+    async fn scan_settled(&self, id_prefix: &str) -> Vec<Found> {
+        let deadline = tokio::time::Instant::now() + SETTLE;
+        loop {
+            let found = self.scan(id_prefix);
+            let unseen = self
+                .live_children(id_prefix)
+                .into_iter()
+                .any(|id| !found.iter().any(|f| f.id == id));
+            if !unseen || tokio::time::Instant::now() >= deadline {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
+
+/// How long [`LocalTaskManagers::scan_settled`] waits for a started TaskManager to show.
+const SETTLE: Duration = Duration::from_secs(1);
 
 fn signal_group(pgid: i32, signal: Signal) {
     if let Some(pid) = Pid::from_raw(pgid) {
@@ -233,8 +272,7 @@ impl TaskManagers for LocalTaskManagers {
         specs: &'a [TaskManagerSpec],
     ) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            self.reap();
-            let running = self.scan(&prefix(job));
+            let running = self.scan_settled(&prefix(job)).await;
             for found in &running {
                 let keep = specs.iter().any(|s| s.id == found.id && matches(found, s));
                 if !keep {
@@ -252,14 +290,30 @@ impl TaskManagers for LocalTaskManagers {
 
     fn alive<'a>(&'a self, job: &'a str) -> BoxFuture<'a, Result<Vec<String>>> {
         Box::pin(async move {
-            self.reap();
-            Ok(self.scan(&prefix(job)).into_iter().map(|f| f.id).collect())
+            let mut ids: Vec<String> = self
+                .scan_settled(&prefix(job))
+                .await
+                .into_iter()
+                .map(|f| f.id)
+                .collect();
+            // A child still running is alive even if `/proc` has not shown it within SETTLE.
+            for id in self.live_children(&prefix(job)) {
+                if !ids.contains(&id) {
+                    ids.push(id);
+                }
+            }
+            Ok(ids)
         })
     }
 
     fn kill<'a>(&'a self, id: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let found: Vec<Found> = self.scan(id).into_iter().filter(|f| f.id == id).collect();
+            let found: Vec<Found> = self
+                .scan_settled(id)
+                .await
+                .into_iter()
+                .filter(|f| f.id == id)
+                .collect();
             if found.is_empty() {
                 return Err(Error::Executor(format!(
                     "no local TaskManager {id} to kill"
@@ -273,3 +327,7 @@ impl TaskManagers for LocalTaskManagers {
         })
     }
 }
+
+#[cfg(test)]
+#[path = "local_tests.rs"]
+mod tests;
