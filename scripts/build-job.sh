@@ -16,6 +16,11 @@ for jar in ${classpath//:/ }; do
   [[ -f $jar ]] || { echo "[build-job] missing $jar: run scripts/flink-lab.sh install" >&2; exit 1; }
 done
 src=$repo_root/jobs/benchmark/src
+# One build at a time: CI's ops tests build the job beside the test script, and a second build
+# would delete the first one's classes from under it.
+mkdir -p "$LAB/jobs"
+exec 9>"$LAB/jobs/.build.lock"
+flock 9
 build=$LAB/jobs/build
 jar=$LAB/jobs/demeter-bench.jar
 rm -rf "$build"

@@ -8,7 +8,11 @@
 #    registers with the JobManager;
 #  - the TaskManager's first stop records a class-data-sharing archive in /var/lib/flink/cds,
 #    its next start publishes and maps it (named by -XX:SharedArchiveFile and present in the
-#    JVM's memory map), and it registers again; a second instance maps the same archive.
+#    JVM's memory map), and it registers again; a second instance maps the same archive;
+#  - a job (the benchmark job, exactly-once FileSink, the adaptive scheduler as the flink role
+#    configures it) runs on the two TaskManagers; one is SIGKILLed, systemd restarts it
+#    (Restart=on-failure), it registers again, the job runs at its parallelism and checkpoints
+#    again, and its committed output, after a stop with a savepoint, holds every record once.
 source "$(dirname "$0")/lib.sh"
 
 host=flink-units
@@ -55,6 +59,9 @@ rest.bind-address: 127.0.0.1
 rest.port: $rest
 io.tmp.dirs: /var/lib/flink/tmp
 web.upload.dir: /var/lib/flink/upload
+jobmanager.scheduler: adaptive
+execution.checkpointing.dir: file:///var/lib/flink/checkpoints
+execution.checkpointing.savepoint-dir: file:///var/lib/flink/savepoints
 EOF
 chmod 0640 "$root/etc/flink/config.yaml"
 chroot "$root" chgrp flink /etc/flink/config.yaml /etc/flink/log4j-console.properties
@@ -124,6 +131,9 @@ published() {
 }
 check "one archive, owned by flink" published
 [ "$ops_failures" -eq 0 ] || { journal flink-taskmanager@tm-1.service; journal flink-taskmanager@tm-2.service; }
+
+say "a job on the units survives a TaskManager's crash"
+source "$(dirname "$0")/flink-units-job.sh"
 in_ct systemctl stop flink-taskmanager@tm-1.service flink-taskmanager@tm-2.service flink-jobmanager.service || true
 
 ops_finish flink-units
