@@ -59,10 +59,11 @@ check "it runs on both TaskManagers at parallelism 2 again" within 120 runs_at 2
 say "  seen back at parallelism 2 $(python3 -c "import sys, time; print(f'{time.time() - float(sys.argv[1]):.1f}')" "$killed_at") s after the kill (RestartSec=5s)"
 check "it checkpoints again" within 60 completed_over "$((before + 2))"
 
+savepoint_completed() { get "/jobs/$job/savepoints/$1" | json 'd["status"]["id"]' | grep -qx COMPLETED; }
 stopped() { # stop with a savepoint; true once it completed
     local trigger
     trigger=$(post "/jobs/$job/stop" '{"drain": false}' | json 'd["request-id"]') || return 1
-    within 60 sh -c "curl -fsS --max-time 5 '$rest_url/jobs/$job/savepoints/$trigger' | grep -q '\"COMPLETED\"'"
+    within 60 savepoint_completed "$trigger"
 }
 check "the job stops with a savepoint" stopped
 once() {
